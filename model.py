@@ -1,0 +1,447 @@
+"""
+GPT-2 in which every transformer block is one of three tensor-parallel types.
+
+    tp        Megatron-style: d += attn; sync; d += mlp; sync     2 syncs per block
+    spd       sync-point drop: d += attn; d += mlp; sync          1 sync per block
+    parallel  no sync: each rank runs its own narrow tower        0 syncs per block
+
+Rank r of T = tp_size owns n_head/T attention heads (its slices of q, k and v and
+the matching input columns of the attention projection) and 4C/T MLP hidden units.
+LayerNorms, embeddings and the tied LM head are replicated. Each rank keeps its
+residual state as x_r = b_r + d_r: b_r its view of the last synchronised state,
+d_r its own partial outputs not yet synchronised. A sync point (comms.py) adds
+every rank's d into every rank's b. With T = 1 every block is a plain GPT-2 block;
+with a lossless network a model of only `tp` blocks computes the dense GPT-2.
+
+In `sim` mode one process holds all T ranks: every sharded weight has a leading
+rank axis and the per-rank matmuls are batched (bmm), so the FLOPs are those of the
+dense model. Activations carry the rank axis first: (R, B, T, C), with R == 1 for
+a state every rank agrees on (computed once, broadcast to all).
+Shape letters: R ranks held here, B batch, L sequence length, C n_embd, N = B*L.
+"""
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from comms import TPComm
+
+BLOCK_TYPES = ("tp", "spd", "parallel")
+
+
+def parse_block_types(spec, n_layer):
+    """'parallel,spd' or 'parallel*5,spd' (a unit tiled to n_layer) -> n_layer names."""
+    tokens = spec.split(",") if isinstance(spec, str) else list(spec)
+    unit = []
+    for token in tokens:
+        name, _, times = str(token).strip().partition("*")
+        name = name.strip().lower()
+        if name not in BLOCK_TYPES:
+            raise ValueError(f"block_types: unknown block type {name!r} in {spec!r}; "
+                             f"allowed: {', '.join(BLOCK_TYPES)} (a unit like 'parallel*5,spd' repeats)")
+        if times and not (times.strip().isdigit() and int(times) > 0):
+            raise ValueError(f"block_types: bad repeat {token.strip()!r} in {spec!r}; write e.g. 'parallel*5'")
+        unit += [name] * (int(times) if times else 1)
+    if not unit or n_layer % len(unit):
+        raise ValueError(f"block_types: a pattern of {len(unit)} blocks ({spec!r}) does not tile n_layer={n_layer}")
+    return tuple(unit * (n_layer // len(unit)))
+
+
+def count_sync_points(block_types, tp_size):
+    """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
+    if tp_size == 1:
+        return 0  # one rank: nothing to synchronise
+    syncs, pending = 0, False
+    for kind in block_types:
+        if kind == "parallel":
+            pending = True
+        else:
+            syncs, pending = syncs + (2 if kind == "tp" else 1), False
+    return syncs + int(pending)
+
+
+def describe_pattern(block_types):
+    """('parallel','spd')*6 -> '[parallel,spd] x6': the shortest repeating unit."""
+    n = len(block_types)
+    for size in range(1, n + 1):
+        if n % size == 0 and block_types == block_types[:size] * (n // size):
+            break
+    unit, runs = block_types[:size], []
+    for kind in unit:  # run-length encode the unit: parallel,parallel,spd -> parallel*2,spd
+        if runs and runs[-1][0] == kind:
+            runs[-1][1] += 1
+        else:
+            runs.append([kind, 1])
+    text = ",".join(k if c == 1 else f"{k}*{c}" for k, c in runs)
+    return f"{text} x{n // size}" if len(runs) == 1 and runs[0][1] == 1 else f"[{text}] x{n // size}"
+
+
+class ColumnParallelLinear(nn.Module):
+    """Rank r computes its slice of the output features: y_r = x_r W_r^T + b_r.
+
+    weight: (R, out/T, in). With groups > 1 the full output is `groups` stacked
+    blocks (q, k, v) and each block is sharded on its own, so rank r holds
+    [q_r; k_r; v_r] and never a mix of q and k.
+    """
+
+    def __init__(self, in_features, out_features, tp_size, ranks, bias, groups=1):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.tp_size, self.ranks, self.groups = tp_size, list(ranks), groups
+        self.weight = nn.Parameter(torch.empty(len(self.ranks), out_features // tp_size, in_features))
+        self.bias = nn.Parameter(torch.zeros(len(self.ranks), out_features // tp_size)) if bias else None
+        self.weight.tp_sharded = True
+        if bias:
+            self.bias.tp_sharded = True
+
+    def forward(self, x):
+        # x: (Rx, N, in) with Rx == 1 (state shared by all ranks) or R -> (R, N, out/T)
+        R = self.weight.shape[0]
+        if R == 1:  # plain GEMM: the dense model pays no bmm overhead
+            return F.linear(x, self.weight[0], None if self.bias is None else self.bias[0])
+        x = x.expand(R, *x.shape[1:])  # a stride-0 view: bmm reads the shared input R times, no copy
+        if self.bias is None:
+            return torch.bmm(x, self.weight.transpose(1, 2))
+        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
+
+    def shard(self, full, ranks=None):
+        """Cut this layer's shards from a full dense weight (out, in) or bias (out,)."""
+        ranks = self.ranks if ranks is None else ranks
+        T, g = self.tp_size, self.groups
+        blocks = full.reshape(g, T, self.out_features // (g * T), -1)[:, ranks]  # (g, R, out/(gT), in)
+        return blocks.transpose(0, 1).reshape(len(ranks), self.out_features // T, *full.shape[1:])
+
+    def unshard(self, shards):
+        """Inverse of shard over all T ranks: (T, out/T, ...) -> the full (out, ...)."""
+        T, g = self.tp_size, self.groups
+        blocks = shards.reshape(T, g, self.out_features // (g * T), -1).transpose(0, 1)
+        return blocks.reshape(self.out_features, *shards.shape[2:])
+
+
+class RowParallelLinear(nn.Module):
+    """Rank r turns its slice of the input features into a partial output.
+
+    weight: (R, out, in/T). The bias is replicated and each rank adds bias/T, so a
+    lossless sum over ranks carries it exactly once (and T == 1 is nn.Linear).
+    """
+
+    def __init__(self, in_features, out_features, tp_size, ranks, bias):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.tp_size, self.ranks = tp_size, list(ranks)
+        self.weight = nn.Parameter(torch.empty(len(self.ranks), out_features, in_features // tp_size))
+        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        self.weight.tp_sharded = True
+
+    def forward(self, x):
+        # x: (R, N, in/T) -> partial outputs (R, N, out), one per rank, not yet summed
+        if self.weight.shape[0] == 1:
+            bias = None if self.bias is None else self.bias / self.tp_size
+            return F.linear(x, self.weight[0], bias)
+        if self.bias is None:
+            return torch.bmm(x, self.weight.transpose(1, 2))
+        return torch.baddbmm(self.bias / self.tp_size, x, self.weight.transpose(1, 2))
+
+    def shard(self, full, ranks=None):
+        ranks = self.ranks if ranks is None else ranks
+        if full.dim() == 1:
+            return full  # the bias is replicated
+        return full.reshape(self.out_features, self.tp_size, -1)[:, ranks].transpose(0, 1)
+
+    def unshard(self, shards):
+        if shards.dim() == 1:
+            return shards
+        return shards.transpose(0, 1).reshape(self.out_features, self.in_features)
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config, ranks):
+        super().__init__()
+        C, T = config.n_embd, config.tp_size
+        self.c_attn = ColumnParallelLinear(C, 3 * C, T, ranks, config.bias, groups=3)  # q, k, v by heads
+        self.c_proj = RowParallelLinear(C, C, T, ranks, config.bias)
+        self.heads_per_rank = config.n_head // T
+        self.head_size = C // config.n_head
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        Rx, B, L, C = x.size()  # (Rx, B, L, C): each rank's LayerNormed state, Rx in {1, R}
+        hr, hs = self.heads_per_rank, self.head_size
+        qkv = self.c_attn(x.view(Rx, B * L, C))  # (R, N, 3*hr*hs), per rank [q_r; k_r; v_r]
+        R = qkv.size(0)
+        q, k, v = qkv.view(R, B, L, 3, hr, hs).unbind(3)  # each (R, B, L, hr, hs)
+        # rank and batch merge into one batch axis: every rank attends with its own heads only
+        q, k, v = (t.transpose(2, 3).reshape(R * B, hr, L, hs) for t in (q, k, v))  # (R*B, hr, L, hs)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=True)  # (R*B, hr, L, hs)
+        y = y.view(R, B, hr, L, hs).transpose(2, 3).reshape(R, B * L, hr * hs)  # (R, N, C/T)
+        return self.resid_dropout(self.c_proj(y)).view(R, B, L, C)  # partials (R, B, L, C)
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config, ranks):
+        super().__init__()
+        C, T = config.n_embd, config.tp_size
+        self.c_fc = ColumnParallelLinear(C, 4 * C, T, ranks, config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = RowParallelLinear(4 * C, C, T, ranks, config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        Rx, B, L, C = x.size()
+        h = self.gelu(self.c_fc(x.view(Rx, B * L, C)))  # (R, N, 4C/T): this rank's hidden units
+        m = self.dropout(self.c_proj(h))  # (R, N, C) partials
+        return m.view(-1, B, L, C)
+
+
+def _state(b, d):
+    """Each rank's current residual state x_r = b_r + d_r (d None means zero)."""
+    return b if d is None else b + d
+
+
+class Block(nn.Module):
+
+    def __init__(self, config, index, ranks):
+        super().__init__()
+        # With one rank every block is the dense block: sync after each sublayer
+        # (a sync over one rank is the identity) keeps the dense summation order.
+        self.kind = config.block_types[index] if config.tp_size > 1 else "tp"
+        self.index = index
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config, ranks)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config, ranks)
+
+    def forward(self, b, d, comm):
+        # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None
+        a = self.attn(self.ln_1(_state(b, d)))
+        d = a if d is None else d + a
+        if self.kind == "tp":
+            b, d = comm.sync(b, d, f"h{self.index}.attn"), None
+        # the MLP sees this rank's own state: after an unsynchronised attention that is b_r + d_r
+        m = self.mlp(self.ln_2(_state(b, d)))
+        d = m if d is None else d + m
+        if self.kind in ("tp", "spd"):
+            b, d = comm.sync(b, d, f"h{self.index}.mlp"), None
+        return b, d
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304  # GPT-2's 50257 padded up to a multiple of 64 for efficiency
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True  # biases in Linears and LayerNorms, like GPT-2
+    tp_size: int = 1
+    block_types: tuple = ("tp",)  # n_layer names; a str or a shorter unit is parsed and tiled
+    tp_mode: str = "sim"  # 'sim': this process holds all tp_size ranks
+
+    def __post_init__(self):
+        for key in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "tp_size"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}={getattr(self, key)} must be a positive integer")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.n_head % self.tp_size:
+            raise ValueError(f"n_head={self.n_head} is not divisible by tp_size={self.tp_size}: "
+                             f"each TP rank owns n_head/tp_size whole heads")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+        if self.tp_mode != "sim":
+            raise ValueError(f"tp_mode={self.tp_mode!r}: allowed is 'sim'")
+        self.block_types = parse_block_types(self.block_types, self.n_layer)
+
+
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "tp_size", "block_types", "tp_mode")
+
+
+def model_args_from(config, vocab_size):
+    """GPTConfig arguments from a train.py config dict (vocab_size comes from the data)."""
+    return dict({key: config[key] for key in MODEL_KEYS}, vocab_size=vocab_size)
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config, comm=None):
+        super().__init__()
+        self.config = config
+        self.comm = comm if comm is not None else TPComm(config.tp_size, config.tp_mode)
+        ranks = range(self.comm.local_ranks)
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config, i, ranks) for i in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
+        self.sync_points = count_sync_points(config.block_types, config.tp_size)
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self):
+        """GPT-2 init, drawn as the dense model and cut into shards.
+
+        Each weight is drawn at its full dense shape from the global RNG, in the
+        same order for every tp_size, then sharded: with the same seed a TP model
+        holds exactly the dense model's weights.
+        """
+        std = 0.02
+        proj_std = 0.02 / math.sqrt(2 * self.config.n_layer)  # GPT-2's scaled residual projections
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Embedding):
+                module.weight.normal_(0.0, std)
+            elif isinstance(module, (ColumnParallelLinear, RowParallelLinear)):
+                full = torch.empty(module.out_features, module.in_features, device=module.weight.device)
+                full.normal_(0.0, proj_std if name.endswith("c_proj") else std)
+                module.weight.copy_(module.shard(full))
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                if module.bias is not None:
+                    module.bias.zero_()
+
+    def _sharded_modules(self):
+        return {name: m for name, m in self.named_modules()
+                if isinstance(m, (ColumnParallelLinear, RowParallelLinear))}
+
+    @torch.no_grad()
+    def dense_state_dict(self):
+        """The weights in the dense (tp_size=1) layout: shards put back together.
+
+        Needs every rank, so `sim` mode. Loadable by a tp_size=1 model of the same shape.
+        """
+        assert self.comm.local_ranks == self.config.tp_size, "dense_state_dict needs all TP ranks in this process"
+        sharded = self._sharded_modules()
+        out = {}
+        for name, tensor in self.state_dict().items():
+            module = name.rpartition(".")[0]
+            if module in sharded and tensor.dim() >= 2:  # not the replicated row-parallel bias
+                tensor = sharded[module].unshard(tensor).unsqueeze(0)  # (1, out, in) / (1, out)
+            out[name] = tensor.clone()
+        return out
+
+    @torch.no_grad()
+    def load_dense_state_dict(self, state_dict):
+        """Load dense-layout weights (a tp_size=1 model's state dict), cutting this process's shards."""
+        sharded = self._sharded_modules()
+        converted = {}
+        for name, tensor in state_dict.items():
+            module = name.rpartition(".")[0]
+            if module in sharded and tensor.dim() >= 2:  # (1, out, in) weights, (1, out) column biases
+                tensor = sharded[module].shard(tensor[0])
+            converted[name] = tensor
+        self.load_state_dict(converted)
+
+    def get_num_params(self, non_embedding=True):
+        """Parameters of the whole model, each weight once (a shard is not a copy).
+
+        The position embeddings are subtracted by default, as in GPT-2's count; the
+        token embeddings are kept because they are the (tied) LM head.
+        """
+        n_params = 0
+        for p in self.parameters():
+            scale = self.config.tp_size // self.comm.local_ranks if getattr(p, "tp_sharded", False) else 1
+            n_params += p.numel() * scale
+        if non_embedding:
+            n_params -= self.transformer.wpe.weight.numel()
+        return n_params
+
+    def forward(self, idx, targets=None):
+        device = idx.device
+        B, L = idx.size()
+        assert L <= self.config.block_size, f"sequence of length {L}, block_size is {self.config.block_size}"
+        pos = torch.arange(0, L, dtype=torch.long, device=device)
+        b = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, L, C)
+        b, d = b.unsqueeze(0), None  # every rank starts from the same embedding: (1, B, L, C), d = 0
+        for block in self.transformer.h:
+            b, d = block(b, d, self.comm)
+        if d is not None:  # partials left by trailing parallel blocks: one final sync
+            b = self.comm.sync(b, d, "exit")
+        x = self.transformer.ln_f(b)  # (Rb, B, L, C), Rb == 1 when all ranks agree
+        if targets is not None:
+            logits = self.lm_head(x)  # (Rb, B, L, vocab)
+            Rb = logits.size(0)
+            # each rank's mean cross-entropy, averaged over ranks (equal token counts)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                                   targets.expand(Rb, B, L).reshape(-1), ignore_index=-1)
+        else:
+            logits = self.lm_head(x[:, :, [-1], :])  # inference: only the last position
+            loss = None
+        return logits[0], loss  # rank 0's logits (B, L, vocab), the view global rank 0 has
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        # decay the matmul weights and embeddings, not biases or LayerNorm gains; the
+        # per-rank column biases are 2-D (R, out/T), so this goes by name, not only by dim
+        params = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+        decay = [p for pn, p in params.items() if p.dim() >= 2 and not pn.endswith("bias")]
+        no_decay = [p for pn, p in params.items() if not (p.dim() >= 2 and not pn.endswith("bias"))]
+        groups = [{"params": decay, "weight_decay": weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+
+    def flops_per_token(self):
+        """Training FLOPs per token of the dense model (PaLM appendix B, as nanoGPT)."""
+        cfg = self.config
+        N = self.get_num_params()
+        return 6 * N + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * cfg.block_size
+
+    def estimate_mfu(self, tokens_per_iter, dt, peak_flops):
+        """Model FLOPs utilisation: achieved dense-model FLOP/s over the device peak.
+
+        tokens_per_iter counts this process's tokens; peak_flops is this process's
+        device peak (see peak_flops_per_device).
+        """
+        return self.flops_per_token() * tokens_per_iter / dt / peak_flops
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """Sample continuations of idx (B, L) from TP rank 0's logits."""
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+            logits, _ = self(idx_cond)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+            probs = F.softmax(logits, dim=-1)
+            idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
+        return idx
+
+
+# Dense matmul peak FLOP/s per device, from vendor datasheets (SXM parts, no sparsity).
+# 'bf16' is the tensor-core rate used under autocast; 'fp32' the rate for float32
+# matmuls (TF32 tensor cores on GPUs, where PyTorch allows them). The CPU entry is
+# rough: cores x 2.5 GHz x 32 fp32 FLOP/cycle (two AVX2 FMA units); pass
+# peak_flops=... to train.py for your machine.
+PEAK_FLOPS = {
+    "H200": {"bf16": 989e12, "fp32": 494e12},
+    "H100": {"bf16": 989e12, "fp32": 494e12},
+    "A100": {"bf16": 312e12, "fp32": 156e12},
+    "cpu-core": {"bf16": 80e9, "fp32": 80e9},
+}
+
+
+def peak_flops_per_device(device_type, dtype):
+    """The peak of this process's device for `dtype` ('bfloat16', 'float32', ...), or None."""
+    precision = "fp32" if dtype == "float32" else "bf16"
+    if device_type == "cpu":
+        return PEAK_FLOPS["cpu-core"][precision] * torch.get_num_threads()
+    name = torch.cuda.get_device_name()
+    for key, peaks in PEAK_FLOPS.items():
+        if key in name:
+            return peaks[precision]
+    return None  # unknown device: MFU is not reported rather than made up
