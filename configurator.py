@@ -1,0 +1,148 @@
+"""
+Config overrides in the nanoGPT way, but checked.
+
+    python train.py config/train_gpt2_12comm.py --max_iters=20000 --block_types=parallel,spd
+
+Arguments apply in order. A bare path is a Python config file: it runs in a fresh
+namespace and every top-level name it assigns overrides the default of that name
+(names starting with '_' are private helpers and are ignored); a file may start
+from another with include("train_gpt2.py"). `--key=value`
+overrides one key; the value is a Python literal, or plain text for a string key.
+
+Every key must already exist among the defaults (the globals at the top of
+train.py) and keep its type; an int is accepted where a float is expected. A
+mistake is a ConfigError with one line naming the file or key and what is allowed.
+"""
+
+import ast
+import difflib
+import os
+import types
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _unknown(key, defaults, where):
+    close = difflib.get_close_matches(key, defaults, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "; the keys are the globals at the top of train.py"
+    return ConfigError(f"{where}: unknown config key {key!r}{hint}")
+
+
+def _typename(value):
+    return type(value).__name__
+
+
+def check_type(key, value, default, where):
+    """Return value as the type of default, or raise ConfigError."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(default, str):
+        if isinstance(value, str):
+            return value
+    elif type(value) is type(default):
+        return value
+    raise ConfigError(f"{where}: {key} must be {_typename(default)}, got {_typename(value)} {value!r}")
+
+
+def _parse_cli_value(key, raw, default):
+    if isinstance(default, str):
+        try:  # accept a quoted string too: --out_dir='out'
+            value = ast.literal_eval(raw)
+            return value if isinstance(value, str) else raw
+        except (ValueError, SyntaxError):
+            return raw
+    if isinstance(default, bool) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        raise ConfigError(f"--{key}={raw}: not a valid {_typename(default)} (e.g. --{key}={default!r})") from None
+
+
+def _run_config_file(path):
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path!r} does not exist (config files live in config/, e.g. "
+                          f"config/train_shakespeare_char_12comm.py)")
+    with open(path) as f:
+        source = f.read()
+    # include("other.py") applies another config file (relative to this one) in place
+    here = os.path.dirname(os.path.abspath(path))
+    namespace = {"include": lambda name: namespace.update(_run_config_file(os.path.join(here, name)))}
+    try:
+        exec(compile(source, path, "exec"), namespace)
+    except ConfigError:
+        raise
+    except SyntaxError as e:
+        raise ConfigError(f"config file {path}, line {e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:  # a config file is user input: report it in one line
+        raise ConfigError(f"config file {path}: {type(e).__name__}: {e}") from None
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+
+
+def configure(defaults, argv):
+    """Apply config files and --key=value overrides in argv to a copy of defaults.
+
+    Returns (config, explicit): the resulting dict and the set of keys that a
+    file or the command line set (train.py uses it for defaults that depend on
+    other keys, e.g. lr_decay_iters follows max_iters unless set).
+    """
+    config, explicit = dict(defaults), set()
+    for arg in argv:
+        if arg.startswith("--"):
+            key, eq, raw = arg[2:].partition("=")
+            if not eq or not key:
+                raise ConfigError(f"malformed argument {arg!r}: write --key=value")
+            if key not in defaults:
+                raise _unknown(key, defaults, f"--{key}")
+            value = _parse_cli_value(key, raw, defaults[key])
+            config[key] = check_type(key, value, defaults[key], f"--{key}")
+            explicit.add(key)
+        elif arg.startswith("-") or "=" in arg:
+            raise ConfigError(f"malformed argument {arg!r}: write --key=value, or give a config file path")
+        else:
+            for key, value in _run_config_file(arg).items():
+                if key not in defaults:
+                    raise _unknown(key, defaults, f"config file {arg}")
+                config[key] = check_type(key, value, defaults[key], f"config file {arg}")
+                explicit.add(key)
+    return config, explicit
+
+
+def check_choice(config, key, allowed):
+    """One-line error unless config[key] is one of allowed."""
+    if config[key] not in allowed:
+        raise ConfigError(f"{key}={config[key]!r}: allowed values are {', '.join(repr(a) for a in allowed)}")
+
+
+def train_defaults(train_py=None):
+    """The config keys and defaults of train.py (its block of plain globals), without running it.
+
+    For tools that read config files outside a training run (test_configs.py, bench/).
+    """
+    train_py = train_py or os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.py")
+    with open(train_py) as f:
+        tree = ast.parse(f.read(), train_py)
+    defaults = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name == "config_keys":
+                break  # the end of the config block
+            if isinstance(node.value, ast.Name) and node.value.id in defaults:
+                defaults[name] = defaults[node.value.id]  # e.g. lr_decay_iters = max_iters
+            else:
+                try:
+                    defaults[name] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue  # not a config value
+    return defaults

@@ -1,0 +1,379 @@
+"""
+Train GPT-2 with tensor-parallel blocks of three kinds (tp, spd, parallel).
+
+Single process, the embedded CPU default (char-level Shakespeare, 12 spd blocks, TP=2 simulated):
+$ python train.py
+
+A config file, then overrides:
+$ python train.py config/train_shakespeare_char_6comm.py --max_iters=500
+
+Data parallel over 8 GPUs of one node (every process simulates the TP ranks):
+$ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --max_iters=20000
+
+Every run prints its layout at startup and appends its log records to
+out_dir/metrics.jsonl (one JSON object per line; see README).
+"""
+
+import json
+import math
+import os
+import pickle
+import sys
+import time
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import configurator
+from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device
+
+# -----------------------------------------------------------------------------
+# default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
+# I/O
+out_dir = "out-shakespeare-char"
+eval_interval = 100
+log_interval = 10
+eval_iters = 20  # batches per split per eval; the same batches at every eval
+eval_only = False  # evaluate once at startup and exit
+always_save_checkpoint = False  # if False, save only when val loss improves
+init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+# wandb logging (WANDB_MODE=offline works with no network)
+wandb_log = False
+wandb_project = "tp-sync-points"
+wandb_run_name = ""  # '' -> <dataset>-<sync points>comm
+# data
+dataset = "shakespeare_char"
+data_dir = ""  # '' -> data/<dataset> next to this file
+gradient_accumulation_steps = 1  # summed over data-parallel ranks, divided among them
+batch_size = 32
+block_size = 128
+# model
+n_layer = 12
+n_head = 4
+n_embd = 64
+dropout = 0.0
+bias = True
+# tensor parallelism
+tp_size = 2
+tp_mode = "sim"  # 'sim': one process holds every TP rank
+block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+# AdamW
+learning_rate = 3e-3
+max_iters = 600
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.99
+grad_clip = 1.0  # clip gradients at this norm, 0.0 to disable
+# learning rate schedule: linear warmup, then cosine down to min_lr
+decay_lr = True
+warmup_iters = 50
+lr_decay_iters = max_iters  # follows max_iters unless set explicitly
+min_lr = 3e-4
+# system
+device = "auto"  # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:1', ...
+dtype = "auto"  # 'auto' (bfloat16 on CUDA, float32 on CPU), 'float32', 'bfloat16', 'float16'
+compile = False  # torch.compile; defaults to True on CUDA, False on CPU, unless set
+backend = "auto"  # 'auto' (nccl on CUDA, gloo on CPU), 'nccl', 'gloo'
+seed = 1337
+peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in model.py
+# -----------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))]
+try:
+    _config, _explicit = configurator.configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
+    globals().update(_config)
+    configurator.check_choice(_config, "init_from", ("scratch", "resume"))
+    configurator.check_choice(_config, "dtype", ("auto", "float32", "bfloat16", "float16"))
+    configurator.check_choice(_config, "backend", ("auto", "nccl", "gloo"))
+    for _key in ("eval_interval", "log_interval", "eval_iters", "batch_size", "gradient_accumulation_steps"):
+        if _config[_key] < 1:
+            raise configurator.ConfigError(f"{_key}={_config[_key]} must be at least 1")
+    if max_iters < 0 or warmup_iters < 0:
+        raise configurator.ConfigError("max_iters and warmup_iters must be >= 0")
+except configurator.ConfigError as e:
+    sys.exit(f"error: {e}")
+if "lr_decay_iters" not in _explicit:
+    lr_decay_iters = max_iters
+config = {k: globals()[k] for k in config_keys}  # what this run uses, saved with every checkpoint
+# -----------------------------------------------------------------------------
+
+
+def fail(message):
+    """A user mistake: one line on stderr, non-zero exit, no traceback."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.exit(f"error: {message}")
+
+
+# process grid: every torchrun process is a data-parallel rank; TP ranks are simulated inside it
+ddp = int(os.environ.get("RANK", -1)) != -1
+if device == "auto":
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+device_type = "cuda" if device.startswith("cuda") else "cpu"
+if device_type == "cuda" and not torch.cuda.is_available():
+    sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
+if ddp:
+    if backend == "auto":
+        backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    dp_rank, dp_local_rank, dp_world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+    if device_type == "cuda":
+        device = f"cuda:{dp_local_rank}"
+        torch.cuda.set_device(device)
+    if gradient_accumulation_steps % dp_world:
+        fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
+             f"{dp_world} data-parallel processes")
+    gradient_accumulation_steps //= dp_world
+else:
+    dp_rank, dp_world = 0, 1
+master_process = dp_rank == 0
+if dtype == "auto":
+    dtype = "float32" if device_type == "cpu" else ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
+if "compile" not in _explicit:
+    compile = device_type == "cuda"
+tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
+
+
+# Random streams: every draw of step i is seeded from (seed, stream, dp rank, i), so
+# a resumed run draws exactly what an unbroken run draws, with no RNG state to carry.
+TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
+
+
+def step_seed(*parts):
+    """A 31-bit seed for the draw identified by (seed, *parts), all non-negative ints."""
+    return int(np.random.SeedSequence([seed, *parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+
+# data: nanoGPT's flat uint16 token files
+data_dir = data_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
+for split in ("train", "val"):
+    path = os.path.join(data_dir, f"{split}.bin")
+    if not os.path.exists(path):
+        fail(f"{path} not found: run python data/{dataset}/prepare.py first")
+    n_tokens = os.path.getsize(path) // 2
+    if n_tokens <= block_size:
+        fail(f"{path} has {n_tokens} tokens, fewer than block_size+1={block_size + 1}")
+meta_path = os.path.join(data_dir, "meta.pkl")
+meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
+meta_vocab_size = meta.get("vocab_size")
+
+
+def get_batch(split, step, micro_step):
+    """Batch `micro_step` of training step `step` for this dp rank; step=None: eval batch `micro_step`.
+
+    Eval batches depend on neither the step nor the rank: every eval, every config
+    and every data-parallel layout scores the same eval_iters batches.
+    """
+    # recreate the memmap every batch to avoid a memory leak (numpy issue, as in nanoGPT)
+    data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
+    if step is None:
+        draw = (EVAL_TRAIN if split == "train" else EVAL_VAL, micro_step)
+    else:
+        draw = (TRAIN_DATA if split == "train" else VAL_DATA, dp_rank, step, micro_step)
+    generator = torch.Generator().manual_seed(step_seed(*draw))
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
+    if device_type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x, y
+
+
+# model
+iter_num, best_val_loss = 0, 1e9
+model_args = model_args_from(config, vocab_size=meta_vocab_size or 50304)  # 50304: GPT-2's, padded
+try:
+    gptconf = GPTConfig(**model_args)
+except ValueError as e:
+    fail(e)
+checkpoint = None
+if init_from == "resume":
+    ckpt_path = os.path.join(out_dir, "ckpt.pt")
+    if not os.path.exists(ckpt_path):
+        fail(f"init_from='resume' but {ckpt_path} does not exist")
+    checkpoint = torch.load(ckpt_path, map_location=device, weights_only=False)
+    saved = GPTConfig(**checkpoint["model_args"])
+    for key in model_args:  # the same model, or a clear error (dropout may change)
+        if key != "dropout" and getattr(saved, key) != getattr(gptconf, key):
+            fail(f"resume: {ckpt_path} has {key}={getattr(saved, key)!r}, "
+                 f"this config has {key}={getattr(gptconf, key)!r}")
+model = GPT(gptconf)
+if checkpoint is not None:
+    model.load_state_dict(checkpoint["model"])
+    iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+model.to(device)
+raw_model, comm = model, model.comm
+
+scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+if checkpoint is not None:
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scaler.load_state_dict(checkpoint.get("scaler", {}))
+checkpoint = None  # free memory
+
+if compile:
+    model = torch.compile(model)
+if ddp:
+    model = DDP(model, device_ids=[dp_local_rank] if device_type == "cuda" else None)
+
+n_params = raw_model.get_num_params()
+pattern = describe_pattern(gptconf.block_types)
+if tp_size == 1:
+    pattern += " (tp_size=1: every block is the dense block)"
+if not wandb_run_name:
+    wandb_run_name = f"{dataset}-{raw_model.sync_points}comm"
+peak = peak_flops or peak_flops_per_device(device_type, dtype)
+if master_process:
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    metrics_path = os.path.join(out_dir, "metrics.jsonl")
+    if init_from == "resume" and os.path.exists(metrics_path):
+        # drop what the interrupted run logged after its checkpoint: this run redoes those steps
+        with open(metrics_path) as f:
+            kept = [line for line in f if line.strip() and json.loads(line)["iter"] < iter_num]
+        with open(metrics_path + ".tmp", "w") as f:
+            f.writelines(kept)
+        os.replace(metrics_path + ".tmp", metrics_path)
+    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}) | blocks: {pattern} | "
+          f"sync points: {raw_model.sync_points} per pass | loss model: {comm.link.describe()} | "
+          f"params: {n_params / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
+          f"device: {device} {dtype} compile={compile} | seed: {seed}")
+    if "unigram_val_loss" in meta:
+        print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
+
+
+@torch.no_grad()
+def estimate_metrics():
+    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks."""
+    model.eval()
+    out = {}
+    for split in ("train", "val"):
+        totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
+        for k in range(dp_rank, eval_iters, dp_world):
+            X, Y = get_batch(split, None, k)
+            with ctx:
+                logits, loss = model(X, Y)
+            totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
+                                   torch.tensor(float(Y.numel()), device=device)])
+        if ddp:
+            dist.all_reduce(totals)
+        out[f"{split}_loss"] = totals[0].item() / eval_iters
+        out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
+    model.train()
+    return out
+
+
+def get_lr(it):
+    """Linear warmup for warmup_iters, cosine decay to min_lr at lr_decay_iters, then min_lr."""
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it >= lr_decay_iters:
+        return min_lr
+    ratio = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
+
+
+def log(record):
+    """Append one record to out_dir/metrics.jsonl (and wandb)."""
+    record = {"iter": iter_num, **record, "sync_points": raw_model.sync_points}
+    with open(os.path.join(out_dir, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    if wandb_log:
+        wandb.log(record, step=iter_num)
+
+
+def save_checkpoint():
+    """Write out_dir/ckpt.pt atomically: a kill mid-save leaves the previous checkpoint intact."""
+    checkpoint = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
+                  "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
+                  "best_val_loss": best_val_loss, "config": config}
+    path = os.path.join(out_dir, "ckpt.pt")
+    torch.save(checkpoint, path + ".tmp")
+    os.replace(path + ".tmp", path)
+    print(f"saved checkpoint to {path}")
+
+
+if wandb_log and master_process:
+    try:
+        import wandb
+    except ImportError:
+        fail("wandb_log=True but wandb is not installed: pip install wandb (or --wandb_log=False)")
+    wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+wandb_log = wandb_log and master_process
+
+# training loop
+model.train()
+t_start = t0 = time.time()
+running_mfu = -1.0
+local_iter_num = 0  # iterations run by this process (MFU needs a few to settle)
+while True:
+    lr = get_lr(iter_num) if decay_lr else learning_rate
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+
+    # evaluate, log and checkpoint on every eval_interval and at the end
+    if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
+        metrics = estimate_metrics()
+        if master_process:
+            print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
+                  f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
+            log({"train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
+                 "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
+                 "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
+            if metrics["val_loss"] < best_val_loss or always_save_checkpoint:
+                best_val_loss = min(best_val_loss, metrics["val_loss"])
+                if iter_num > 0 and not eval_only:
+                    save_checkpoint()
+    if iter_num >= max_iters or eval_only:
+        break
+
+    # forward, backward and update, with gradient accumulation
+    torch.manual_seed(step_seed(DROPOUT, dp_rank, iter_num))  # dropout masks of this step
+    comm.counter.reset()
+    for micro_step in range(gradient_accumulation_steps):
+        X, Y = get_batch("train", iter_num, micro_step)
+        if ddp:  # all-reduce the gradients only at the last micro step
+            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
+        with ctx:
+            logits, loss = model(X, Y)
+            loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
+        scaler.scale(loss).backward()
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+    # timing and logging
+    t1 = time.time()
+    dt, t0 = t1 - t0, t1
+    measured_syncs = comm.counter.forward / gradient_accumulation_steps
+    if local_iter_num == 0 and (measured_syncs != raw_model.sync_points or
+                                comm.counter.backward != comm.counter.forward):
+        raise RuntimeError(f"sync count mismatch: the model claims {raw_model.sync_points} per pass, "
+                           f"measured {measured_syncs} forward and "
+                           f"{comm.counter.backward / gradient_accumulation_steps} backward")
+    if iter_num % log_interval == 0 and master_process:
+        lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
+        if local_iter_num >= 5 and peak:  # let the training loop settle a bit
+            mfu = raw_model.estimate_mfu(tokens_per_iter // dp_world, dt, peak)
+            running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms, "
+              f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%")
+        log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
+             "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs})
+    iter_num += 1
+    local_iter_num += 1
+
+if ddp:
+    dist.destroy_process_group()
