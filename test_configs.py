@@ -1,0 +1,80 @@
+"""
+Checks every config file in config/: it loads with no unknown keys; its model builds;
+a GPT-2 config has GPT-2 small's 124M parameters (within 1%); the sync count in its
+name equals the model's analytic count and the count measured by comms.py over one
+forward and one backward pass; and a short forward pass works.
+
+    python test_configs.py        # prints a table; exit status 1 if any check fails
+    python -m pytest test_configs.py
+"""
+
+import glob
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+import configurator  # noqa: E402
+from model import GPT, GPTConfig, describe_pattern, model_args_from  # noqa: E402
+
+CONFIGS = sorted(glob.glob(os.path.join(ROOT, "config", "*.py")))
+GPT2_SMALL = 124e6
+
+
+def expected_syncs(path):
+    """The count a config's file name promises: train_gpt2_12comm.py -> 12, no suffix -> 0 (dense)."""
+    match = re.search(r"_(\d+)comm\.py$", path)
+    return int(match.group(1)) if match else 0
+
+
+def check_config(path):
+    """Run every check on one config file; return a row for the table (raises on failure)."""
+    config, _ = configurator.configure(configurator.train_defaults(), [path])
+    vocab_size = 50304 if config["dataset"] == "openwebtext" else 96  # char vocabularies are < 96
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**model_args_from(config, vocab_size)))
+    n_params = model.get_num_params()
+    if "gpt2" in os.path.basename(path):
+        assert abs(n_params - GPT2_SMALL) / GPT2_SMALL < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"
+    assert model.sync_points == expected_syncs(path), \
+        f"{path}: the name says {expected_syncs(path)} syncs, the model counts {model.sync_points}"
+    idx = torch.randint(vocab_size, (1, 8))
+    model.comm.counter.reset()
+    logits, loss = model(idx, idx)
+    loss.backward()
+    counter = model.comm.counter
+    assert counter.forward == counter.backward == model.sync_points, \
+        f"{path}: measured {counter.forward} forward / {counter.backward} backward, expected {model.sync_points}"
+    assert logits.shape == (1, 8, vocab_size) and torch.isfinite(loss)
+    blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
+    return (os.path.relpath(path, ROOT), blocks, model.config.tp_size, model.sync_points,
+            counter.forward, counter.backward, f"{n_params / 1e6:.2f}M")
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
+def test_config(path):
+    check_config(path)
+
+
+def test_every_sync_count_has_both_scales():
+    names = {os.path.basename(p) for p in CONFIGS}
+    for n in (24, 18, 16, 12, 8, 6, 2):
+        assert f"train_gpt2_{n}comm.py" in names and f"train_shakespeare_char_{n}comm.py" in names
+    assert {"train_gpt2.py", "train_shakespeare_char.py"} <= names
+
+
+if __name__ == "__main__":
+    failed = 0
+    print("| config | blocks | tp | syncs (analytic) | fwd measured | bwd measured | params |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for path in CONFIGS:
+        try:
+            print("| " + " | ".join(str(c) for c in check_config(path)) + " |", flush=True)
+        except Exception as e:  # report every config, then fail
+            failed += 1
+            print(f"| {os.path.relpath(path, ROOT)} | FAILED: {e} |", flush=True)
+    sys.exit(1 if failed else 0)
