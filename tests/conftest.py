@@ -1,0 +1,61 @@
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# A tiny model for end-to-end runs of train.py: seconds on a CPU.
+TINY = ["--n_layer=4", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=8",
+        "--eval_iters=2", "--eval_interval=10", "--log_interval=1", "--warmup_iters=2",
+        "--learning_rate=3e-3", "--min_lr=3e-4", "--device=cpu", "--compile=False"]
+
+
+def tiny_text(n_words=6000, seed=0):
+    """English-like text with strong regularities, so a tiny model's loss falls fast."""
+    rng = random.Random(seed)
+    subjects = ["the king", "a fool", "my lord", "the queen", "good friend", "this night"]
+    verbs = ["speaks of", "dreams of", "fears", "loves", "remembers", "betrays"]
+    objects = ["the crown.", "a storm.", "his sword.", "the sea.", "her honour.", "sweet music."]
+    words = []
+    while len(words) < n_words:
+        words += f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(objects)}".split()
+        if rng.random() < 0.2:
+            words[-1] += "\n"
+    return " ".join(words)
+
+
+def run(args, cwd=ROOT, env=None, timeout=600):
+    """Run a command of the project (python scripts via this interpreter)."""
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **(env or {}))
+    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_train(*args, env=None, timeout=600):
+    return run([sys.executable, os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+
+
+def assert_one_line_error(result, *needles):
+    """A user mistake: non-zero exit, one line on stderr naming the problem, no traceback."""
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="session")
+def char_data(tmp_path_factory):
+    """A prepared char-level dataset from tiny_text(), via the real prepare script."""
+    base = tmp_path_factory.mktemp("char_data")
+    text_path = base / "input.txt"
+    text_path.write_text(tiny_text())
+    out = base / "data"
+    result = run([sys.executable, os.path.join(ROOT, "data", "shakespeare_char", "prepare.py"),
+                  "--input", str(text_path), "--out_dir", str(out)])
+    assert result.returncode == 0, result.stderr
+    return str(out)

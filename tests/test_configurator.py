@@ -1,0 +1,81 @@
+"""Config files and --key=value overrides: what is accepted and the one-line errors."""
+
+import os
+
+import pytest
+
+import configurator
+from configurator import ConfigError, configure
+from conftest import ROOT
+
+DEFAULTS = dict(batch_size=12, learning_rate=6e-4, compile=True, out_dir="out", block_types="tp")
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_overrides_apply_in_order_and_are_typed(tmp_path):
+    cfg = write(tmp_path, "a.py", "batch_size = 4\nlearning_rate = 1\n_private_helper = 3\nimport math\n")
+    config, explicit = configure(DEFAULTS, [cfg, "--batch_size=8", "--compile=False", "--out_dir=runs/x",
+                                            "--block_types=parallel,spd"])
+    assert config == dict(batch_size=8, learning_rate=1.0, compile=False, out_dir="runs/x",
+                          block_types="parallel,spd")
+    assert isinstance(config["learning_rate"], float)  # an int is fine for a float key
+    assert explicit == {"batch_size", "learning_rate", "compile", "out_dir", "block_types"}
+    assert configure(DEFAULTS, ["--compile=true", "--out_dir='quoted'"])[0]["out_dir"] == "quoted"
+
+
+def test_include_starts_from_another_file(tmp_path):
+    write(tmp_path, "base.py", "batch_size = 4\nout_dir = 'base'\n")
+    child = write(tmp_path, "child.py", "include('base.py')\nout_dir = 'child'\n")
+    config, _ = configure(DEFAULTS, [child])
+    assert (config["batch_size"], config["out_dir"]) == (4, "child")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch_sise=4"], "--batch_sise: unknown config key 'batch_sise'; did you mean 'batch_size'?"),
+    (["--batch_size=4.5"], "--batch_size: batch_size must be int, got float 4.5"),
+    (["--batch_size=four"], "--batch_size=four: not a valid int"),
+    (["--learning_rate=fast"], "not a valid float"),
+    (["--compile=maybe"], "not a valid bool"),
+    (["--compile=1"], "compile must be bool, got int 1"),
+    (["--batch_size"], "malformed argument '--batch_size': write --key=value"),
+    (["batch_size=4"], "malformed argument 'batch_size=4'"),
+    (["-b"], "malformed argument '-b'"),
+    (["missing_config.py"], "config file 'missing_config.py' does not exist"),
+])
+def test_command_line_mistakes(argv, message):
+    with pytest.raises(ConfigError) as e:
+        configure(DEFAULTS, argv)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("bath_size = 4\n", "unknown config key 'bath_size'"),
+    ("batch_size = '4'\n", "batch_size must be int, got str '4'"),
+    ("batch_size = = 4\n", "line 1: syntax error"),
+    ("batch_size = undefined_name\n", "NameError"),
+    ("include('nope.py')\n", "does not exist"),
+])
+def test_config_file_mistakes(tmp_path, text, message):
+    path = write(tmp_path, "bad.py", text)
+    with pytest.raises(ConfigError) as e:
+        configure(DEFAULTS, [path])
+    assert message in str(e.value)
+    assert "bad.py" in str(e.value) or "nope.py" in str(e.value)
+
+
+def test_train_defaults_are_the_globals_of_train_py():
+    """train_defaults() parses train.py; executing its config block must give the same dict."""
+    with open(os.path.join(ROOT, "train.py")) as f:
+        source = f.read()
+    namespace = {}
+    exec(source[:source.index("config_keys =")], namespace)
+    executed = {k: v for k, v in namespace.items()
+                if not k.startswith("_") and isinstance(v, (int, float, bool, str))}
+    assert configurator.train_defaults() == executed
+    assert {"tp_size", "block_types", "lr_decay_iters", "compile"} <= set(executed)

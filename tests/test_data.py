@@ -1,0 +1,69 @@
+"""The prepare scripts on tiny local inputs, the offline GPT-2 tokenizer, and their errors."""
+
+import json
+import os
+import pickle
+import sys
+
+import numpy as np
+
+from conftest import ROOT, assert_one_line_error, run, tiny_text
+
+sys.path.insert(0, os.path.join(ROOT, "data"))
+
+
+def prepare(name, *args):
+    return run([sys.executable, os.path.join(ROOT, "data", name, "prepare.py"), *args])
+
+
+def test_char_prepare_writes_nanogpt_format(char_data):
+    text = tiny_text()
+    meta = pickle.load(open(os.path.join(char_data, "meta.pkl"), "rb"))
+    assert meta["vocab_size"] == len(set(text))
+    train = np.fromfile(os.path.join(char_data, "train.bin"), dtype=np.uint16)
+    val = np.fromfile(os.path.join(char_data, "val.bin"), dtype=np.uint16)
+    assert len(train) + len(val) == len(text) and len(val) == len(text) - int(len(text) * 0.9)
+    assert "".join(meta["itos"][int(i)] for i in train[:200]) == text[:200]
+    assert 0 < meta["unigram_val_loss"] < np.log(meta["vocab_size"])
+
+
+def test_gpt2_tokenizer_works_offline():
+    from common import gpt2_encoding
+    enc = gpt2_encoding()
+    assert enc.encode("Hello world") == [15496, 995]
+    assert enc.eot_token == 50256 and enc.n_vocab == 50257
+
+
+def test_bpe_prepare(tmp_path):
+    (tmp_path / "a.txt").write_text("Hello world. " * 300)
+    result = prepare("shakespeare", "--input", str(tmp_path / "a.txt"), "--out_dir", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    train = np.fromfile(tmp_path / "out" / "train.bin", dtype=np.uint16)
+    assert list(train[:2]) == [15496, 995]
+
+
+def test_openwebtext_prepare_on_local_files(tmp_path):
+    docs = [f"Document number {i}. " + tiny_text(n_words=50, seed=i) for i in range(12)]
+    for i, doc in enumerate(docs):
+        (tmp_path / f"doc{i}.txt").write_text(doc)
+    with open(tmp_path / "docs.jsonl", "w") as f:
+        for doc in docs:
+            f.write(json.dumps({"text": doc}) + "\n")
+    for inputs in ([str(tmp_path / f"doc{i}.txt") for i in range(12)], [str(tmp_path / "docs.jsonl")]):
+        out = tmp_path / "out"
+        result = prepare("openwebtext", "--files", *inputs, "--out_dir", str(out), "--num_proc", "2",
+                         "--val_fraction", "0.1")
+        assert result.returncode == 0, result.stderr
+        train = np.fromfile(out / "train.bin", dtype=np.uint16)
+        val = np.fromfile(out / "val.bin", dtype=np.uint16)
+        assert (train == 50256).sum() == 11 and (val == 50256).sum() == 1  # one <|endoftext|> per document
+        assert train[-1] == 50256 and val[-1] == 50256
+
+
+def test_prepare_errors_are_one_line(tmp_path):
+    assert_one_line_error(prepare("shakespeare_char", "--input", str(tmp_path / "nope.txt")), "nope.txt")
+    (tmp_path / "one.txt").write_text("aaaa")
+    assert_one_line_error(prepare("shakespeare_char", "--input", str(tmp_path / "one.txt"),
+                                  "--out_dir", str(tmp_path)), "nothing to learn")
+    (tmp_path / "x.csv").write_text("text\nhello\n")
+    assert_one_line_error(prepare("openwebtext", "--files", str(tmp_path / "x.csv")), ".csv")

@@ -1,0 +1,111 @@
+"""train.py end to end on tiny models: training, logging, resume, DDP, wandb, user errors."""
+
+import glob
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from conftest import ROOT, TINY, assert_one_line_error, run, run_train
+
+
+def records(out_dir):
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def train_losses(out_dir):
+    return {r["iter"]: r["train_loss"] for r in records(out_dir) if "val_loss" not in r}
+
+
+def test_short_run_trains_and_logs(char_data, tmp_path):
+    out = str(tmp_path / "out")
+    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=40",
+                       "--tp_size=2", "--block_types=parallel,spd")
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    for part in ("dp=1 x tp=2 (sim)", "blocks: [parallel,spd] x2", "sync points: 2 per pass",
+                 "loss model: none", "params:", "tokens/iter: 256"):
+        assert part in first, first
+    recs = records(out)
+    evals = [r for r in recs if "val_loss" in r]
+    steps = [r for r in recs if "val_loss" not in r]
+    assert [r["iter"] for r in evals] == [0, 10, 20, 30, 40]
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.5  # it learns
+    for r in steps:
+        assert {"iter", "train_loss", "lr", "ms_per_iter", "tokens_per_s", "mfu", "sync_points"} <= set(r)
+        assert r["sync_points"] == 2 and r["syncs_measured"] == 2
+    for r in evals:
+        assert {"iter", "train_loss", "val_loss", "val_perplexity", "val_accuracy", "lr"} <= set(r)
+    config = json.load(open(os.path.join(out, "config.json")))
+    assert config["lr_decay_iters"] == 40  # follows max_iters when not set
+    assert os.path.exists(os.path.join(out, "ckpt.pt"))
+
+
+def test_resume_continues_the_same_run(char_data, tmp_path):
+    common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", "--max_iters=20"]
+    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
+    assert run_train(*common, f"--out_dir={straight}").returncode == 0
+    first = run_train(*common[:-1], "--max_iters=10", "--lr_decay_iters=20", f"--out_dir={broken}")
+    assert first.returncode == 0, first.stderr
+    second = run_train(*common, "--init_from=resume", f"--out_dir={broken}")
+    assert second.returncode == 0, second.stderr
+    assert "step 10:" in second.stdout and "iter 11:" in second.stdout and "iter 1:" not in second.stdout
+    # same data, same schedule, same state: the same log, losses bit for bit (CPU, fp32)
+    strip = [{k: v for k, v in r.items() if k not in ("ms_per_iter", "tokens_per_s", "mfu", "time_s")}
+             for r in records(broken)]
+    assert strip == [{k: v for k, v in r.items() if k not in ("ms_per_iter", "tokens_per_s", "mfu", "time_s")}
+                     for r in records(straight)]
+
+
+def test_24comm_control_follows_the_dense_loss_curve(char_data, tmp_path):
+    curves = {}
+    for name, args in {"dense": ["--tp_size=1"], "24comm": ["--tp_size=2", "--block_types=tp"]}.items():
+        out = str(tmp_path / name)
+        result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=15", *args)
+        assert result.returncode == 0, result.stderr
+        curves[name] = train_losses(out)
+    assert curves["dense"].keys() == curves["24comm"].keys()
+    for it, loss in curves["dense"].items():
+        assert abs(curves["24comm"][it] - loss) < 1e-4, (it, loss, curves["24comm"][it])
+
+
+def test_user_mistakes_are_one_line_errors(char_data, tmp_path):
+    base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1"]
+    assert_one_line_error(run_train(*base, "--n_layr=4"), "unknown config key 'n_layr'", "n_layer")
+    assert_one_line_error(run_train(*base, "--max_iters=ten"), "max_iters")
+    assert_one_line_error(run_train(*base, "--block_types=tp,spd,sdp"), "block_types", "sdp")
+    assert_one_line_error(run_train(*base, "--block_types=tp,spd,spd,spd,spd"), "does not tile n_layer=12")
+    assert_one_line_error(run_train(*base, "--tp_size=3"), "n_head=4 is not divisible by tp_size=3")
+    assert_one_line_error(run_train(*base, "--init_from=resume"), "does not exist")
+    assert_one_line_error(run_train(*base, "--dtype=fp8"), "dtype", "float32")
+    assert_one_line_error(run_train(f"--data_dir={tmp_path}/nowhere", "--dataset=owt2", "--max_iters=1"),
+                          "train.bin not found", "python data/owt2/prepare.py")
+    assert_one_line_error(run_train("config/no_such_config.py"), "no_such_config.py", "does not exist")
+
+
+def test_two_process_data_parallel_run(char_data, tmp_path):
+    out = str(tmp_path / "ddp")
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                  os.path.join(ROOT, "train.py"), *TINY, f"--data_dir={char_data}", f"--out_dir={out}",
+                  "--max_iters=20", "--gradient_accumulation_steps=2", "--tp_size=2", "--block_types=spd"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dp=2 x tp=2 (sim)" in result.stdout
+    assert "tokens/iter: 512" in result.stdout  # 2 micro-batches in all, one per process
+    evals = [r for r in records(out) if "val_loss" in r]
+    assert len(evals) == 3 and evals[-1]["val_loss"] < evals[0]["val_loss"]
+    bad = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               os.path.join(ROOT, "train.py"), *TINY, f"--data_dir={char_data}", f"--out_dir={out}",
+               "--gradient_accumulation_steps=3"])
+    assert bad.returncode != 0 and "gradient_accumulation_steps=3 is not divisible" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("wandb") is None, reason="wandb not installed")
+def test_wandb_offline(char_data, tmp_path):
+    out = str(tmp_path / "wb")
+    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=3",
+                       "--wandb_log=True", env={"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))
