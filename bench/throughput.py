@@ -1,0 +1,112 @@
+"""
+Training throughput of the dense model and of every sync-count config in `sim` mode,
+side by side in one run: the cost of simulating TP ranks in one process.
+
+    python bench/throughput.py                                  # CPU scale (char configs), fp32
+    python bench/throughput.py --scale gpt2 --device cuda --dtype bfloat16 --compile
+
+Each measurement is `--steps` full training steps (forward, backward, AdamW) on a
+fixed random batch, after `--warmup` untimed steps. The configs take turns, round
+after round, so drift on a noisy machine hits them alike; a config's ratio to dense
+is the median over rounds of (its tokens/s / dense tokens/s in the same round).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import configurator  # noqa: E402
+from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device  # noqa: E402
+
+SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
+    "char": "config/train_shakespeare_char",
+    "gpt2": "config/train_gpt2",
+}
+SYNC_COUNTS = (24, 18, 16, 12, 8, 6, 2)
+
+
+def build(path, args):
+    config, _ = configurator.configure(configurator.train_defaults(), [path])
+    if args.batch_size:
+        config["batch_size"] = args.batch_size
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**model_args_from(config, vocab_size=args.vocab_size))).to(args.device)
+    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), args.device.split(":")[0])
+    step_model = torch.compile(model) if args.compile else model
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(args.vocab_size, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
+    y = torch.randint(args.vocab_size, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
+    return dict(model=model, step_model=step_model, optimizer=optimizer, x=x, y=y)
+
+
+def run_steps(entry, n, args):
+    ctx = torch.autocast(args.device.split(":")[0], dtype=getattr(torch, args.dtype)) \
+        if args.dtype != "float32" else torch.autocast("cpu", enabled=False)
+    for _ in range(n):
+        with ctx:
+            _, loss = entry["step_model"](entry["x"], entry["y"])
+        loss.backward()
+        entry["optimizer"].step()
+        entry["optimizer"].zero_grad(set_to_none=True)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--scale", choices=sorted(SCALES), default="char")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps per measurement")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7, help="measurements per config, interleaved")
+    parser.add_argument("--batch_size", type=int, default=0, help="override the configs' batch size")
+    parser.add_argument("--vocab_size", type=int, default=0, help="default: 65 (char) or 50304 (gpt2)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
+    args = parser.parse_args()
+    args.vocab_size = args.vocab_size or (65 if args.scale == "char" else 50304)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    prefix = SCALES[args.scale]
+    names = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
+    paths = {"dense": prefix + ".py", **{f"{n}comm": f"{prefix}_{n}comm.py" for n in SYNC_COUNTS}}
+    entries = {name: build(paths[name], args) for name in names}
+    for name in names:
+        run_steps(entries[name], args.warmup, args)
+
+    tokens = {name: entries[name]["x"].numel() * args.steps for name in names}
+    rate = {name: [] for name in names}
+    for _ in range(args.rounds):
+        for name in names:
+            t0 = time.perf_counter()
+            run_steps(entries[name], args.steps, args)
+            rate[name].append(tokens[name] / (time.perf_counter() - t0))
+
+    device_type = args.device.split(":")[0]
+    peak = peak_flops_per_device(device_type, args.dtype)
+    dense = entries["dense"]["model"]
+    print(f"# throughput, scale={args.scale}, device={args.device} ({torch.get_num_threads()} threads), "
+          f"dtype={args.dtype}, compile={args.compile}, batch {tuple(entries['dense']['x'].shape)}, "
+          f"{dense.get_num_params() / 1e6:.2f}M params, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
+    print("| config | blocks | syncs | tokens/s (median) | ms/step | ratio to dense (median) | MFU |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for name in names:
+        model = entries[name]["model"]
+        median = statistics.median(rate[name])
+        ratio = statistics.median(r / d for r, d in zip(rate[name], rate["dense"]))
+        ms = 1000 * entries[name]["x"].numel() / median
+        mfu = f"{model.flops_per_token() * median / peak * 100:.1f}%" if peak else "n/a"
+        blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
+        print(f"| {name} | {blocks} | {model.sync_points} | "
+              f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {mfu} |")
+
+
+if __name__ == "__main__":
+    main()
