@@ -61,7 +61,7 @@ tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
 # AdamW
-learning_rate = 3e-3
+learning_rate = 1e-2
 max_iters = 600
 weight_decay = 0.1
 beta1 = 0.9
@@ -71,7 +71,7 @@ grad_clip = 1.0  # clip gradients at this norm, 0.0 to disable
 decay_lr = True
 warmup_iters = 50
 lr_decay_iters = max_iters  # follows max_iters unless set explicitly
-min_lr = 3e-4
+min_lr = 1e-3
 # system
 device = "auto"  # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:1', ...
 dtype = "auto"  # 'auto' (bfloat16 on CUDA, float32 on CPU), 'float32', 'bfloat16', 'float16'

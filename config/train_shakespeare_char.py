@@ -21,8 +21,8 @@ block_types = "tp"
 
 batch_size = 32
 gradient_accumulation_steps = 1
-learning_rate = 3e-3
-min_lr = 3e-4
+learning_rate = 1e-2
+min_lr = 1e-3
 max_iters = 600
 warmup_iters = 50
 weight_decay = 1e-1
