@@ -1,8 +1,8 @@
 """
-Checks every config file in config/: it loads with no unknown keys; its model builds;
-a GPT-2 config has GPT-2 small's 124M parameters (within 1%); the sync count in its
-name equals the model's analytic count and the count measured by comms.py over one
-forward and one backward pass; and a short forward pass works.
+Checks every config file in config/: it loads with no unknown keys; its model and
+link build; a GPT-2 config has GPT-2 small's 124M parameters (within 1%); the sync
+count in its name equals the model's analytic count and the count measured by
+comms.py over one forward and one backward pass; and a short forward pass works.
 
     python test_configs.py        # prints a table; exit status 1 if any check fails
     python -m pytest test_configs.py
@@ -19,6 +19,7 @@ import torch
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 import configurator  # noqa: E402
+from comms import TPComm, make_link  # noqa: E402
 from model import GPT, GPTConfig, describe_pattern, model_args_from  # noqa: E402
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "config", "*.py")))
@@ -27,7 +28,7 @@ GPT2_SMALL = 124e6
 
 def expected_syncs(path):
     """The count a config's file name promises: train_gpt2_12comm.py -> 12, no suffix -> 0 (dense)."""
-    match = re.search(r"_(\d+)comm\.py$", path)
+    match = re.search(r"_(\d+)comm(_[a-z0-9]+)?\.py$", path)
     return int(match.group(1)) if match else 0
 
 
@@ -35,8 +36,12 @@ def check_config(path):
     """Run every check on one config file; return a row for the table (raises on failure)."""
     config, _ = configurator.configure(configurator.train_defaults(), [path])
     vocab_size = 50304 if config["dataset"] == "openwebtext" else 96  # char vocabularies are < 96
+    link = make_link(config["loss_model"], config["loss_rate"], config["ge_preset"],
+                     tuple(config[k] for k in ("ge_p", "ge_r", "ge_k", "ge_h")),
+                     config["loss_fwd"], config["loss_bwd"], config["packet_bytes"])
+    assert not (link.lossy and config["tp_size"] == 1), f"{path}: a lossy link needs tp_size > 1"
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**model_args_from(config, vocab_size)))
+    model = GPT(GPTConfig(**model_args_from(config, vocab_size)), TPComm(config["tp_size"], "sim", link))
     n_params = model.get_num_params()
     if "gpt2" in os.path.basename(path):
         assert abs(n_params - GPT2_SMALL) / GPT2_SMALL < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"
@@ -51,8 +56,9 @@ def check_config(path):
         f"{path}: measured {counter.forward} forward / {counter.backward} backward, expected {model.sync_points}"
     assert logits.shape == (1, 8, vocab_size) and torch.isfinite(loss)
     blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
+    loss = f"{link.model.name} {link.model.stationary_loss:.2%}" if link.lossy else "none"
     return (os.path.relpath(path, ROOT), blocks, model.config.tp_size, model.sync_points,
-            counter.forward, counter.backward, f"{n_params / 1e6:.2f}M")
+            counter.forward, counter.backward, f"{n_params / 1e6:.2f}M", loss)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
@@ -69,8 +75,8 @@ def test_every_sync_count_has_both_scales():
 
 if __name__ == "__main__":
     failed = 0
-    print("| config | blocks | tp | syncs (analytic) | fwd measured | bwd measured | params |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| config | blocks | tp | syncs (analytic) | fwd measured | bwd measured | params | packet loss |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for path in CONFIGS:
         try:
             print("| " + " | ".join(str(c) for c in check_config(path)) + " |", flush=True)

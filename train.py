@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
+from comms import LosslessLink, TPComm, make_link
 from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device
 
 # -----------------------------------------------------------------------------
@@ -60,6 +61,18 @@ bias = True
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+# lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
+loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
+loss_rate = 0.0  # bernoulli: probability that a packet is lost
+ge_preset = "moderate"  # gilbert_elliott: a preset in comms.GE_PRESETS, overridden key by key by:
+ge_p = -1.0  # P(good -> bad) per packet; negative: the preset's value
+ge_r = -1.0  # P(bad -> good) per packet
+ge_k = -1.0  # P(a packet arrives | good)
+ge_h = -1.0  # P(a packet arrives | bad)
+loss_fwd = True  # lose packets of the forward all-reduces
+loss_bwd = True  # lose packets of the backward mirror exchanges
+packet_bytes = 1500  # packet payload: an Ethernet MTU
+loss_eval = False  # evaluate through the lossy link too (own streams: the same masks at every eval)
 # AdamW
 learning_rate = 1e-2
 max_iters = 600
@@ -190,10 +203,24 @@ def get_batch(split, step, micro_step):
 # model
 iter_num, best_val_loss = 0, 1e9
 model_args = model_args_from(config, vocab_size=meta_vocab_size or 50304)  # 50304: GPT-2's, padded
+
+
+def link_for(purpose):
+    """The network of this TP group (one per data-parallel rank): for training or for eval."""
+    return make_link(loss_model, loss_rate, ge_preset, (ge_p, ge_r, ge_k, ge_h), loss_fwd, loss_bwd,
+                     packet_bytes, seed, tp_group=dp_rank, purpose=purpose)
+
+
 try:
     gptconf = GPTConfig(**model_args)
+    link = link_for(purpose=0)
+    if link.lossy and tp_size == 1:
+        raise ValueError(f"loss_model={loss_model!r} needs tp_size > 1: with one rank no message crosses a link")
 except ValueError as e:
     fail(e)
+if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
+    ge_p, ge_r, ge_k, ge_h = link.model.p, link.model.r, link.model.k, link.model.h
+    config.update(ge_p=ge_p, ge_r=ge_r, ge_k=ge_k, ge_h=ge_h)
 checkpoint = None
 if init_from == "resume":
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
@@ -205,10 +232,14 @@ if init_from == "resume":
         if key != "dropout" and getattr(saved, key) != getattr(gptconf, key):
             fail(f"resume: {ckpt_path} has {key}={getattr(saved, key)!r}, "
                  f"this config has {key}={getattr(gptconf, key)!r}")
-model = GPT(gptconf)
+model = GPT(gptconf, TPComm(tp_size, tp_mode, link))
 if checkpoint is not None:
     model.load_state_dict(checkpoint["model"])
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+    if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
+        link.load_state_dict(checkpoint["link"][dp_rank], device)  # streams and chain states go on
+    elif link.lossy and master_process:
+        print(f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh")
 model.to(device)
 raw_model, comm = model, model.comm
 
@@ -253,8 +284,14 @@ if master_process:
 
 @torch.no_grad()
 def estimate_metrics():
-    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks."""
+    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks.
+
+    The network is lossless during eval unless loss_eval; then a fresh eval link gives
+    every eval the same masks, and training's streams are left untouched.
+    """
     model.eval()
+    train_link = comm.link
+    comm.link = link_for(purpose=1) if loss_eval else LosslessLink()
     out = {}
     for split in ("train", "val"):
         totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
@@ -268,8 +305,36 @@ def estimate_metrics():
             dist.all_reduce(totals)
         out[f"{split}_loss"] = totals[0].item() / eval_iters
         out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
+    comm.link = train_link
     model.train()
     return out
+
+
+def link_stats():
+    """Packet statistics of every link of every TP group: a collective on every rank."""
+    stats = comm.link.stats()
+    if not ddp:
+        return stats
+    parts = [stats["total"], stats["fwd"], stats["bwd"]] + [stats["points"][p][d] for p in comm.counter.points
+                                                            for d in ("fwd", "bwd")]
+    sums = torch.tensor([[s["packets_sent"], s["packets_lost"], s["loss_bursts"]] for s in parts],
+                        dtype=torch.float64, device=device)
+    dist.all_reduce(sums)
+    for s, (sent, lost, bursts) in zip(parts, sums.tolist()):
+        s.update(packets_sent=int(sent), packets_lost=int(lost), loss_bursts=int(bursts),
+                 observed_loss_rate=lost / sent if sent else 0.0, mean_burst_length=lost / bursts if bursts else 0.0)
+    return stats
+
+
+def link_record(stats):
+    """The link statistics of a log record (keys stable for readers of metrics.jsonl)."""
+    record = {"packets_sent": stats["total"]["packets_sent"], "packets_lost": stats["total"]["packets_lost"],
+              "observed_loss_rate": stats["total"]["observed_loss_rate"],
+              "loss_bursts": stats["total"]["loss_bursts"], "mean_burst_length": stats["total"]["mean_burst_length"]}
+    for direction in ("fwd", "bwd"):
+        for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
+            record[f"{key}_{direction}"] = stats[direction][key]
+    return record
 
 
 def get_lr(it):
@@ -291,11 +356,23 @@ def log(record):
         wandb.log(record, step=iter_num)
 
 
-def save_checkpoint():
+def gather_link_states():
+    """Every TP group's link state (one per data-parallel rank): a collective on every rank."""
+    if not ddp:
+        return [link.state_dict()]
+    states = [None] * dp_world
+    dist.all_gather_object(states, link.state_dict())
+    return states
+
+
+def save_checkpoint(link_states):
     """Write out_dir/ckpt.pt atomically: a kill mid-save leaves the previous checkpoint intact."""
     checkpoint = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
                   "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
                   "best_val_loss": best_val_loss, "config": config}
+    if link.lossy:  # every TP group's link state, so a resumed run draws the same masks
+        checkpoint["link_model"] = link.describe()
+        checkpoint["link"] = link_states
     path = os.path.join(out_dir, "ckpt.pt")
     torch.save(checkpoint, path + ".tmp")
     os.replace(path + ".tmp", path)
@@ -322,17 +399,18 @@ while True:
 
     # evaluate, log and checkpoint on every eval_interval and at the end
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
-        metrics = estimate_metrics()
+        metrics = estimate_metrics()  # the same numbers on every rank
+        save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
+        best_val_loss = min(best_val_loss, metrics["val_loss"])
+        link_states = gather_link_states() if save and link.lossy else None
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
             log({"train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
                  "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
                  "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
-            if metrics["val_loss"] < best_val_loss or always_save_checkpoint:
-                best_val_loss = min(best_val_loss, metrics["val_loss"])
-                if iter_num > 0 and not eval_only:
-                    save_checkpoint()
+            if save:
+                save_checkpoint(link_states)
     if iter_num >= max_iters or eval_only:
         break
 
@@ -363,17 +441,29 @@ while True:
         raise RuntimeError(f"sync count mismatch: the model claims {raw_model.sync_points} per pass, "
                            f"measured {measured_syncs} forward and "
                            f"{comm.counter.backward / gradient_accumulation_steps} backward")
+    if iter_num % log_interval == 0:
+        stats = link_stats() if link.lossy else None  # a collective: every rank takes part
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
         if local_iter_num >= 5 and peak:  # let the training loop settle a bit
             mfu = raw_model.estimate_mfu(tokens_per_iter // dp_world, dt, peak)
             running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
+        lost = "" if stats is None else (f", lost {stats['fwd']['observed_loss_rate']:.3%} fwd "
+                                         f"{stats['bwd']['observed_loss_rate']:.3%} bwd")
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms, "
-              f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%")
+              f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%{lost}")
         log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
-             "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs})
+             "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs,
+             **(link_record(stats) if stats else {})})
     iter_num += 1
     local_iter_num += 1
 
+if link.lossy and not eval_only:  # the run's packet statistics, per direction and per sync point
+    stats = link_stats()
+    if master_process:
+        stats = {"link": link.describe(), "stationary_loss": link.model.stationary_loss,
+                 "mean_burst": link.model.mean_burst, "iters": iter_num, **stats}
+        with open(os.path.join(out_dir, "link_stats.json"), "w") as f:
+            json.dump(stats, f, indent=2)
 if ddp:
     dist.destroy_process_group()
