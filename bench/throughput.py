@@ -3,6 +3,7 @@ Training throughput of the dense model and of every sync-count config in `sim` m
 side by side in one run: the cost of simulating TP ranks in one process.
 
     python bench/throughput.py                                  # CPU scale (char configs), fp32
+    python bench/throughput.py --set n_embd=256 n_head=8 batch_size=8     # a wider model
     python bench/throughput.py --scale gpt2 --device cuda --dtype bfloat16 --compile
 
 Each measurement is `--steps` full training steps (forward, backward, AdamW) on a
@@ -31,7 +32,7 @@ SYNC_COUNTS = (24, 18, 16, 12, 8, 6, 2)
 
 
 def build(path, args):
-    config, _ = configurator.configure(configurator.train_defaults(), [path])
+    config, _ = configurator.configure(configurator.train_defaults(), [path] + [f"--{kv}" for kv in args.set])
     if args.batch_size:
         config["batch_size"] = args.batch_size
     torch.manual_seed(0)
@@ -69,6 +70,8 @@ def main():
     parser.add_argument("--batch_size", type=int, default=0, help="override the configs' batch size")
     parser.add_argument("--vocab_size", type=int, default=0, help="default: 65 (char) or 50304 (gpt2)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every config, e.g. --set n_embd=256 n_head=8")
     args = parser.parse_args()
     args.vocab_size = args.vocab_size or (65 if args.scale == "char" else 50304)
     if args.threads:
@@ -94,6 +97,7 @@ def main():
     dense = entries["dense"]["model"]
     print(f"# throughput, scale={args.scale}, device={args.device} ({torch.get_num_threads()} threads), "
           f"dtype={args.dtype}, compile={args.compile}, batch {tuple(entries['dense']['x'].shape)}, "
+          f"n_embd {dense.config.n_embd}, "
           f"{dense.get_num_params() / 1e6:.2f}M params, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
     print("| config | blocks | syncs | tokens/s (median) | ms/step | ratio to dense (median) | MFU |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

@@ -1,0 +1,122 @@
+"""
+What simulating a lossy network costs: training step time lossless vs Bernoulli vs
+Gilbert-Elliott (loss on forward and backward), side by side in one run, and the
+throughput of mask generation alone in packets per second.
+
+    python bench/lossy_overhead.py                          # CPU scale: the 12comm char config
+    python bench/lossy_overhead.py --config config/train_gpt2_12comm.py --device cuda --dtype bfloat16
+
+Step times: the link settings take turns, round after round, each measurement
+`--steps` full training steps on a fixed batch; a setting's ratio is the median
+over rounds of its step time / the lossless step time of the same round.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import configurator  # noqa: E402
+from comms import FWD, TPComm, make_link  # noqa: E402
+from model import GPT, GPTConfig, model_args_from  # noqa: E402
+
+SETTINGS = {  # name -> make_link arguments
+    "lossless": dict(loss_model="none"),
+    "bernoulli 1%": dict(loss_model="bernoulli", loss_rate=0.01),
+    "GE bursty": dict(loss_model="gilbert_elliott", ge_preset="bursty"),
+    "GE noisy": dict(loss_model="gilbert_elliott", ge_preset="noisy"),
+}
+
+
+def synchronize(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def step_times(args):
+    config, _ = configurator.configure(configurator.train_defaults(), [args.config])
+    vocab = 50304 if config["dataset"] == "openwebtext" else 65
+    device_type = args.device.split(":")[0]
+    entries = {}
+    for name, kwargs in SETTINGS.items():
+        torch.manual_seed(0)
+        link = make_link(**kwargs, seed=0, packet_bytes=config["packet_bytes"])
+        model = GPT(GPTConfig(**model_args_from(config, vocab)), TPComm(config["tp_size"], "sim", link)).to(args.device)
+        g = torch.Generator().manual_seed(0)
+        x = torch.randint(vocab, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
+        optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), device_type)
+        entries[name] = (model, optimizer, x)
+    ctx = torch.autocast(device_type, dtype=getattr(torch, args.dtype)) if args.dtype != "float32" else \
+        torch.autocast(device_type, enabled=False)
+
+    def run(name, n):
+        model, optimizer, x = entries[name]
+        for _ in range(n):
+            with ctx:
+                _, loss = model(x, x)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        synchronize(args.device)
+
+    for name in entries:
+        run(name, 2)  # warm up
+    times = {name: [] for name in entries}
+    for _ in range(args.rounds):
+        for name in entries:
+            t0 = time.perf_counter()
+            run(name, args.steps)
+            times[name].append((time.perf_counter() - t0) / args.steps)
+    model, _, x = entries["lossless"]
+    print(f"# step time, {args.config}, batch {tuple(x.shape)}, tp={model.config.tp_size}, "
+          f"{model.sync_points} sync points, device={args.device} ({torch.get_num_threads()} threads), "
+          f"dtype={args.dtype}, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
+    print("| link (fwd+bwd) | ms/step (median) | ratio to lossless (median) | packets per step |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in entries:
+        ratio = statistics.median(t / base for t, base in zip(times[name], times["lossless"]))
+        link = entries[name][0].comm.link
+        per_step = link.stats()["total"]["packets_sent"] / ((args.rounds * args.steps) + 2) if link.lossy else 0
+        print(f"| {name} | {statistics.median(times[name]) * 1000:.1f} | {ratio:.3f} | {per_step:,.0f} |")
+
+
+def mask_throughput(args):
+    print(f"\n# mask generation alone, device={args.device}, {args.rounds} rounds, median")
+    print("| link model | packets per message | messages | packets/s (median) | cost vs bernoulli |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for n_packets, messages in ((1_000_000, 4), (700, 2000)):
+        rates = {}
+        for name, kwargs in list(SETTINGS.items())[1:]:
+            link = make_link(**kwargs, seed=0)
+            link.arrived(0, 1, FWD, "p", n_packets, args.device)  # create the stream
+            samples = []
+            for _ in range(args.rounds):
+                synchronize(args.device)
+                t0 = time.perf_counter()
+                for _ in range(messages):
+                    link.arrived(0, 1, FWD, "p", n_packets, args.device)
+                synchronize(args.device)
+                samples.append(n_packets * messages / (time.perf_counter() - t0))
+            rates[name] = statistics.median(samples)
+        for name, rate in rates.items():
+            print(f"| {name} | {n_packets:,} | {messages:,} | {rate / 1e6:.1f}M | {rates['bernoulli 1%'] / rate:.2f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--config", default="config/train_shakespeare_char_12comm.py")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    step_times(args)
+    mask_throughput(args)
+
+
+if __name__ == "__main__":
+    main()
