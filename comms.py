@@ -22,9 +22,11 @@ output gradient plus every other rank's, each through the backward link r->j.
 """
 
 import math
+import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 FWD, BWD = 0, 1
 DIRECTIONS = ("fwd", "bwd")
@@ -44,6 +46,9 @@ class SyncCounter:
         self.forward = 0   # forward syncs since the last reset
         self.backward = 0  # backward mirror exchanges since the last reset
         self.points = {}   # sync point name -> forward syncs, in model order
+        self.sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
+        self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
+        self.comm_seconds = 0.0  # wall time inside collectives, when TPComm.timing is on
 
     def __repr__(self):
         return f"SyncCounter(forward={self.forward}, backward={self.backward})"
@@ -302,21 +307,48 @@ class LossyLink:
         self.lost = {k: v.to(device) for k, v in state["lost"].items()}
         self.bursts = {k: v.to(device) for k, v in state["bursts"].items()}
 
-    def stats(self):
-        """Totals per direction and per sync point (reads the device counters: a host sync)."""
-        def summary(keys):
-            sent = sum(self.sent.get(k, 0) for k in keys)
-            lost = int(sum(int(self.lost[k]) for k in keys if k in self.lost))
-            bursts = int(sum(int(self.bursts[k]) for k in keys if k in self.bursts))
-            return {"packets_sent": sent, "packets_lost": lost, "loss_bursts": bursts,
-                    "observed_loss_rate": lost / sent if sent else 0.0,
-                    "mean_burst_length": lost / bursts if bursts else 0.0}
-        points = list(dict.fromkeys(p for p, _ in self.sent))
-        out = {"total": summary(list(self.sent))}
-        for d, name in enumerate(DIRECTIONS):
-            out[name] = summary([k for k in self.sent if k[1] == d])
-        out["points"] = {p: {name: summary([(p, d)]) for d, name in enumerate(DIRECTIONS)} for p in points}
+    def stats(self, all_processes=False):
+        """Totals per direction and per sync point (reads the device counters: a host sync).
+
+        all_processes: sum over every process of the default group (a collective): every
+        TP group's links in `sim` data parallelism, every rank's incoming links in `dist`.
+        """
+        keys = list(self.sent)
+        points = list(dict.fromkeys(p for p, _ in keys))
+        rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
+                **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
+        sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
+                              sum(int(self.bursts[k]) for k in ks if k in self.bursts)] for ks in rows.values()],
+                            dtype=torch.float64)
+        if all_processes:
+            sums = sums.to(_collective_device())
+            dist.all_reduce(sums)
+        out = {"points": {p: {} for p in points}}
+        for where, (sent, lost, bursts) in zip(rows, sums.tolist()):
+            summary = {"packets_sent": int(sent), "packets_lost": int(lost), "loss_bursts": int(bursts),
+                       "observed_loss_rate": lost / sent if sent else 0.0,
+                       "mean_burst_length": lost / bursts if bursts else 0.0}
+            if len(where) == 1:
+                out[where[0]] = summary
+            else:
+                out["points"][where[0]][where[1]] = summary
         return out
+
+    @staticmethod
+    def record(stats):
+        """The statistics as flat metrics.jsonl keys (stable: sweeps and plots read them)."""
+        total = stats["total"]
+        record = {k: total[k] for k in ("packets_sent", "packets_lost", "observed_loss_rate",
+                                        "loss_bursts", "mean_burst_length")}
+        for direction in DIRECTIONS:
+            for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
+                record[f"{key}_{direction}"] = stats[direction][key]
+        return record
+
+
+def _collective_device():
+    """Where a collective's tensor must live: the current GPU under NCCL, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
 class LosslessLink:
@@ -364,24 +396,44 @@ def make_link(loss_model, loss_rate=0.0, ge_preset="moderate", ge_params=(-1.0, 
     return LossyLink(model, seed, tp_group, directions, packet_bytes, purpose)
 
 
-def exchange(x, link, direction, point):
-    """x: (R, ...) one message per rank. Returns (R, ...) with, for every rank r,
-    out_r = x_r + sum_{j != r} x_j masked by the packets of link j -> r that arrived."""
-    R = x.shape[0]
-    flat = x.reshape(R, -1)
-    n = flat.shape[1]
-    n_packets, per_packet = link.packets(n, x.element_size())
+def _add_received(acc, messages, r, link, direction, point):
+    """acc (rank r's own flat message) += every other rank's message, masked by the
+    packets of link j -> r that arrived. messages: flat (n,) tensors, one per rank."""
+    n = acc.numel()
+    n_packets, per_packet = link.packets(n, acc.element_size())
     full = n // per_packet  # whole packets; a shorter last packet may follow
+    for j, message in enumerate(messages):
+        if j != r:
+            arrived = link.arrived(j, r, direction, point, n_packets, acc.device)
+            body = message[:full * per_packet].view(full, per_packet)  # (packets, elements)
+            acc[:full * per_packet].view(full, per_packet).add_(torch.where(arrived[:full, None], body, 0))
+            if full < n_packets:
+                acc[full * per_packet:].add_(torch.where(arrived[full], message[full * per_packet:], 0))
+    return acc
+
+
+def exchange(x, link, direction, point):
+    """`sim` mode, x: (R, ...) one message per rank. Returns (R, ...) with, for every rank r,
+    out_r = x_r + sum_{j != r} x_j masked by the packets of link j -> r that arrived."""
+    flat = x.reshape(x.shape[0], -1)
     out = flat.clone()  # a rank's own contribution never crosses a link
-    for r in range(R):
-        for j in range(R):
-            if j != r:
-                arrived = link.arrived(j, r, direction, point, n_packets, x.device)
-                body = flat[j, :full * per_packet].view(full, per_packet)  # (packets, elements)
-                out[r, :full * per_packet].view(full, per_packet).add_(torch.where(arrived[:full, None], body, 0))
-                if full < n_packets:
-                    out[r, full * per_packet:].add_(torch.where(arrived[full], flat[j, full * per_packet:], 0))
+    for r in range(x.shape[0]):
+        _add_received(out[r], flat, r, link, direction, point)
     return out.view_as(x)
+
+
+def _count(comm, point, direction, x):
+    """Count one sync (or mirror exchange) and its payload: one rank's message of x."""
+    counter, link, T = comm.counter, comm.link, comm.tp_size
+    if direction == FWD:
+        counter.forward += 1
+        counter.points[point] = counter.points.get(point, 0) + 1
+    else:
+        counter.backward += 1
+    counter.sync_bytes += x[0].numel() * x.element_size()
+    if link.lossy and not link.loses(direction):  # lossless direction of a lossy link: count its packets
+        incoming = comm.local_ranks * (T - 1)  # links j -> r into the ranks this process holds
+        link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
 
 
 class _Sync(torch.autograd.Function):
@@ -390,13 +442,10 @@ class _Sync(torch.autograd.Function):
     @staticmethod
     def forward(ctx, b, d, comm, point):
         ctx.comm, ctx.point, ctx.b_ranks = comm, point, b.shape[0]
-        comm.counter.forward += 1
-        comm.counter.points[point] = comm.counter.points.get(point, 0) + 1
+        _count(comm, point, FWD, d)
         link, R = comm.link, comm.local_ranks
         if link.loses(FWD):
             return b + exchange(d, link, FWD, point)  # ranks may now disagree: (R, B, L, C)
-        if link.lossy:
-            link.count_sent(point, FWD, link.packets(d[0].numel(), d.element_size())[0] * R * (R - 1))
         out = b + d.sum(0, keepdim=True)  # every rank receives every partial
         if link.loses(BWD) and out.shape[0] == 1:
             # the states agree, but the backward exchange needs each rank's own gradient:
@@ -409,34 +458,70 @@ class _Sync(torch.autograd.Function):
         # grad_out: (Rg, B, L, C), each rank's output gradient; with Rg == 1 the output
         # was shared by broadcasting and grad_out is already the sum over ranks.
         comm, link, R = ctx.comm, ctx.comm.link, ctx.comm.local_ranks
-        comm.counter.backward += 1
+        _count(comm, ctx.point, BWD, grad_out.expand(R, *grad_out.shape[1:]))
         grad_b = grad_out if ctx.b_ranks == grad_out.shape[0] else grad_out.sum(0, keepdim=True)
         if link.loses(BWD):  # rank r sends its gradient g_r to every j over link r -> j
             return grad_b, exchange(grad_out.expand(R, *grad_out.shape[1:]), link, BWD, ctx.point), None, None
-        if link.lossy:
-            link.count_sent(ctx.point, BWD, link.packets(grad_out[0].numel(), grad_out.element_size())[0] * R * (R - 1))
         total = grad_out if grad_out.shape[0] == 1 else grad_out.sum(0, keepdim=True)
         return grad_b, total.expand(R, *grad_out.shape[1:]), None, None
+
+
+class _DistSync(torch.autograd.Function):
+    """One sync point in `dist` mode: this process is one TP rank, the group is real.
+
+    Lossless: an all-reduce of the partials. Lossy: an all-gather of the partials, each
+    masked at the receiver by the packets of its incoming links (the same streams that
+    `sim` mode draws), then summed in the same order as `sim` mode sums them.
+    """
+
+    @staticmethod
+    def forward(ctx, b, d, comm, point):
+        ctx.comm, ctx.point = comm, point
+        _count(comm, point, FWD, d)
+        return b + comm.reduce(d, FWD, point)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        comm = ctx.comm
+        _count(comm, ctx.point, BWD, grad_out)
+        return grad_out, comm.reduce(grad_out, BWD, ctx.point), None, None
+
+
+class _MeanOverRanks(torch.autograd.Function):
+    """`dist` mode loss: the value is the mean over TP ranks; each rank's own term gets 1/T."""
+
+    @staticmethod
+    def forward(ctx, loss, comm):
+        ctx.tp_size = comm.tp_size
+        total = loss.detach().clone()
+        dist.all_reduce(total, group=comm.group)
+        return total / comm.tp_size
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad / ctx.tp_size, None
 
 
 class TPComm:
     """How this process's TP ranks synchronise: mode, size, link, counter.
 
-    tp_size: TP ranks in the group.  mode: 'sim' (all ranks in this process).
+    tp_size: TP ranks in the group. mode: 'sim' (this process holds all of them) or
+    'dist' (this process is TP rank `rank` of the process group `group`).
     link: the network between ranks (LosslessLink by default, or a LossyLink).
     """
 
-    def __init__(self, tp_size=1, mode="sim", link=None):
-        if mode != "sim":
-            raise ValueError(f"tp_mode={mode!r}: only 'sim' is implemented in comms.TPComm")
-        self.tp_size = tp_size
-        self.mode = mode
-        self.local_ranks = tp_size if mode == "sim" else 1
+    def __init__(self, tp_size=1, mode="sim", link=None, group=None, rank=0):
+        if mode not in ("sim", "dist"):
+            raise ValueError(f"tp_mode={mode!r}: allowed are 'sim' and 'dist'")
+        self.tp_size, self.mode, self.group, self.rank = tp_size, mode, group, rank
+        self.ranks = list(range(tp_size)) if mode == "sim" else [rank]  # the TP ranks held here
+        self.local_ranks = len(self.ranks)
         self.link = link if link is not None else LosslessLink()
         self.counter = SyncCounter()
+        self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
-    # Under torch.compile each sync is a graph break on purpose: the counter and the
-    # link models' generators run eagerly, the blocks between syncs are compiled.
+    # Under torch.compile each sync is a graph break on purpose: the counter, the link
+    # models' generators and the collectives run eagerly, the blocks between are compiled.
     @torch.compiler.disable
     def sync(self, b, d, point):
         """Synchronise pending partials d into b at sync point `point` (a name).
@@ -445,4 +530,83 @@ class TPComm:
         """
         if self.tp_size == 1:
             return b + d  # a sync over one rank is the identity: nothing to count
+        if self.mode == "dist":
+            return _DistSync.apply(b, d, self, point)
         return _Sync.apply(b, d, self, point)
+
+    def reduce(self, x, direction, point):
+        """`dist` mode: the sum over TP ranks of x as this rank receives it through the link."""
+        start = time.perf_counter() if self.timing else 0.0
+        x = x.contiguous()
+        if self.link.loses(direction):
+            parts = [torch.empty_like(x) for _ in range(self.tp_size)]
+            dist.all_gather(parts, x, group=self.group)
+            out = _add_received(parts[self.rank].reshape(-1).clone(), [p.reshape(-1) for p in parts],
+                                self.rank, self.link, direction, point).view_as(x)
+        else:
+            out = x.clone()
+            dist.all_reduce(out, group=self.group)
+        self._timed(start)
+        return out
+
+    def loss_mean(self, loss):
+        """The training objective from each rank's own loss: the mean over TP ranks."""
+        if self.mode == "dist" and self.tp_size > 1:
+            return _MeanOverRanks.apply(loss, self)
+        return loss  # sim: the loss is already averaged over the rank axis
+
+    def reduce_replicated_grads(self, params):
+        """`dist` mode, once per step: replicated parameters get the sum of every TP rank's gradient."""
+        if self.mode != "dist" or self.tp_size == 1:
+            return
+        grads = [p.grad for p in params if not getattr(p, "tp_sharded", False) and p.grad is not None]
+        start = time.perf_counter() if self.timing else 0.0
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, group=self.group)  # one message for all of them
+        self.counter.replicated_bytes += flat.numel() * flat.element_size()
+        for g, summed in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(summed.view_as(g))
+        self._timed(start)
+
+    def clip_grad_norm_(self, params, max_norm):
+        """Clip by the norm of the whole model's gradient, every shard of every rank counted once."""
+        params = [p for p in params if p.grad is not None]
+        if self.mode != "dist" or self.tp_size == 1:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm)
+        sharded = [p.grad for p in params if getattr(p, "tp_sharded", False)]
+        replicated = [p.grad for p in params if not getattr(p, "tp_sharded", False)]
+        squares = torch.stack([torch.stack([g.float().square().sum() for g in group]).sum() for group in (sharded, replicated)])
+        dist.all_reduce(squares[0:1], group=self.group)  # replicated gradients are already equal on every rank
+        norm = squares.sum().sqrt()
+        scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+        for p in params:
+            p.grad.mul_(scale)
+        return norm
+
+    def _timed(self, start):
+        if self.timing:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.counter.comm_seconds += time.perf_counter() - start
+
+
+def process_grid(tp_procs):
+    """TP groups of consecutive ranks, data-parallel groups across them.
+
+    Returns (tp_rank, dp_rank, dp_world, tp_group, dp_group); every rank creates every
+    group, as torch.distributed requires. With tp_procs == 1 every process is a
+    data-parallel rank and the default group is the data-parallel group.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if tp_procs == 1:
+        return 0, rank, world, None, None
+    tp_group = dp_group = None
+    for g in range(world // tp_procs):
+        ranks = list(range(g * tp_procs, (g + 1) * tp_procs))
+        group = dist.new_group(ranks)
+        tp_group = group if rank in ranks else tp_group
+    for r in range(tp_procs):
+        ranks = list(range(r, world, tp_procs))
+        group = dist.new_group(ranks)
+        dp_group = group if rank in ranks else dp_group
+    return rank % tp_procs, rank // tp_procs, world // tp_procs, tp_group, dp_group

@@ -15,8 +15,9 @@ with a lossless network a model of only `tp` blocks computes the dense GPT-2.
 
 In `sim` mode one process holds all T ranks: every sharded weight has a leading
 rank axis and the per-rank matmuls are batched (bmm), so the FLOPs are those of the
-dense model. Activations carry the rank axis first: (R, B, T, C), with R == 1 for
-a state every rank agrees on (computed once, broadcast to all).
+dense model. In `dist` mode a process holds one rank: the same code with R = 1, and
+the syncs are real collectives (comms.py). Activations carry the rank axis first:
+(R, B, L, C), with R == 1 for a state every rank agrees on (computed once, broadcast).
 Shape letters: R ranks held here, B batch, L sequence length, C n_embd, N = B*L.
 """
 
@@ -244,7 +245,7 @@ class GPTConfig:
     bias: bool = True  # biases in Linears and LayerNorms, like GPT-2
     tp_size: int = 1
     block_types: tuple = ("tp",)  # n_layer names; a str or a shorter unit is parsed and tiled
-    tp_mode: str = "sim"  # 'sim': this process holds all tp_size ranks
+    tp_mode: str = "sim"  # 'sim': this process holds all tp_size ranks; 'dist': one rank per process
 
     def __post_init__(self):
         for key in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "tp_size"):
@@ -257,8 +258,9 @@ class GPTConfig:
                              f"each TP rank owns n_head/tp_size whole heads")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
-        if self.tp_mode != "sim":
-            raise ValueError(f"tp_mode={self.tp_mode!r}: allowed is 'sim'")
+        if self.tp_mode not in ("sim", "dist"):
+            raise ValueError(f"tp_mode={self.tp_mode!r}: allowed are 'sim' (one process simulates the TP ranks) "
+                             f"and 'dist' (one process per TP rank, under torchrun)")
         self.block_types = parse_block_types(self.block_types, self.n_layer)
 
 
@@ -275,8 +277,10 @@ class GPT(nn.Module):
     def __init__(self, config, comm=None):
         super().__init__()
         self.config = config
+        if comm is None and config.tp_mode == "dist" and config.tp_size > 1:
+            raise ValueError("tp_mode='dist' needs a comms.TPComm with the TP process group")
         self.comm = comm if comm is not None else TPComm(config.tp_size, config.tp_mode)
-        ranks = range(self.comm.local_ranks)
+        ranks = self.comm.ranks  # the TP ranks whose shards this process holds
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
@@ -377,10 +381,11 @@ class GPT(nn.Module):
             # each rank's mean cross-entropy, averaged over ranks (equal token counts)
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)),
                                    targets.expand(Rb, B, L).reshape(-1), ignore_index=-1)
+            loss = self.comm.loss_mean(loss)  # `dist`: over the other processes' ranks too
         else:
             logits = self.lm_head(x[:, :, [-1], :])  # inference: only the last position
             loss = None
-        return logits[0], loss  # rank 0's logits (B, L, vocab), the view global rank 0 has
+        return logits[0], loss  # the first rank's logits (B, L, vocab); in `sim` mode TP rank 0's
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         # decay the matmul weights and embeddings, not biases or LayerNorm gains; the
