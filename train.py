@@ -10,6 +10,9 @@ $ python train.py config/train_shakespeare_char_6comm.py --max_iters=500
 Data parallel over 8 GPUs of one node (every process simulates the TP ranks):
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --max_iters=20000
 
+Real tensor parallelism: one process per TP rank, dp = processes / tp_size:
+$ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
+
 Every run prints its layout at startup and appends its log records to
 out_dir/metrics.jsonl (one JSON object per line; see README).
 """
@@ -28,7 +31,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
-from comms import LosslessLink, TPComm, make_link
+import checkpoint as ckpt
+from comms import LossyLink, LosslessLink, TPComm, make_link, process_grid
 from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device
 
 # -----------------------------------------------------------------------------
@@ -59,7 +63,7 @@ dropout = 0.0
 bias = True
 # tensor parallelism
 tp_size = 2
-tp_mode = "sim"  # 'sim': one process holds every TP rank
+tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
 # lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
@@ -114,34 +118,44 @@ config = {k: globals()[k] for k in config_keys}  # what this run uses, saved wit
 
 
 def fail(message):
-    """A user mistake: one line on stderr, non-zero exit, no traceback."""
+    """A user mistake: one line on stderr (from rank 0 only), non-zero exit, no traceback."""
     if dist.is_initialized():
         dist.destroy_process_group()
+    if os.environ.get("RANK", "0") != "0":
+        sys.exit(1)  # every rank stops; rank 0 says why
     sys.exit(f"error: {message}")
 
 
-# process grid: every torchrun process is a data-parallel rank; TP ranks are simulated inside it
-ddp = int(os.environ.get("RANK", -1)) != -1
+# process grid. `sim`: every torchrun process is a data-parallel rank holding all TP
+# ranks. `dist`: TP groups of tp_size consecutive processes, data parallel across them.
+distributed = int(os.environ.get("RANK", -1)) != -1
 if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if device.startswith("cuda") else "cpu"
 if device_type == "cuda" and not torch.cuda.is_available():
     sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
-if ddp:
+if tp_mode == "dist" and tp_size > 1 and not distributed:
+    sys.exit(f"error: tp_mode='dist' runs one process per TP rank: launch with "
+             f"torchrun --nproc_per_node={tp_size} train.py ... (a multiple of tp_size={tp_size})")
+if distributed:
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
     dist.init_process_group(backend=backend)
-    dp_rank, dp_local_rank, dp_world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+    rank, local_rank, world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
+    tp_procs = tp_size if tp_mode == "dist" else 1  # processes per TP group
+    if world % tp_procs:
+        fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode='dist' needs whole TP groups")
+    tp_rank, dp_rank, dp_world, tp_group, dp_group = process_grid(tp_procs)
     if device_type == "cuda":
-        device = f"cuda:{dp_local_rank}"
+        device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
     if gradient_accumulation_steps % dp_world:
         fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
-             f"{dp_world} data-parallel processes")
+             f"{dp_world} data-parallel ranks")
     gradient_accumulation_steps //= dp_world
 else:
-    dp_rank, dp_world = 0, 1
-master_process = dp_rank == 0
+    rank, world, tp_rank, dp_rank, dp_world, tp_group, dp_group = 0, 1, 0, 0, 1, None, None
+master_process = rank == 0
 if dtype == "auto":
     dtype = "float32" if device_type == "cpu" else ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
 if "compile" not in _explicit:
@@ -180,7 +194,8 @@ meta_vocab_size = meta.get("vocab_size")
 
 
 def get_batch(split, step, micro_step):
-    """Batch `micro_step` of training step `step` for this dp rank; step=None: eval batch `micro_step`.
+    """Batch `micro_step` of step `step` for this data-parallel rank (every TP rank of a group
+    gets the same batch); step=None: eval batch `micro_step`.
 
     Eval batches depend on neither the step nor the rank: every eval, every config
     and every data-parallel layout scores the same eval_iters batches.
@@ -221,39 +236,38 @@ except ValueError as e:
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     ge_p, ge_r, ge_k, ge_h = link.model.p, link.model.r, link.model.k, link.model.h
     config.update(ge_p=ge_p, ge_r=ge_r, ge_k=ge_k, ge_h=ge_h)
-checkpoint = None
-if init_from == "resume":
+model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank)).to(device)
+raw_model, comm = model, model.comm
+scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+if init_from == "resume":  # a checkpoint of either mode; see checkpoint.py
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
     if not os.path.exists(ckpt_path):
         fail(f"init_from='resume' but {ckpt_path} does not exist")
-    checkpoint = torch.load(ckpt_path, map_location=device, weights_only=False)
+    try:
+        checkpoint = ckpt.load(ckpt_path, device)
+    except ckpt.CheckpointError as e:
+        fail(e)
     saved = GPTConfig(**checkpoint["model_args"])
-    for key in model_args:  # the same model, or a clear error (dropout may change)
-        if key != "dropout" and getattr(saved, key) != getattr(gptconf, key):
+    for key in model_args:  # the same model, or a clear error (dropout and the TP mode may change)
+        if key not in ("dropout", "tp_mode") and getattr(saved, key) != getattr(gptconf, key):
             fail(f"resume: {ckpt_path} has {key}={getattr(saved, key)!r}, "
                  f"this config has {key}={getattr(gptconf, key)!r}")
-model = GPT(gptconf, TPComm(tp_size, tp_mode, link))
-if checkpoint is not None:
-    model.load_state_dict(checkpoint["model"])
+    model_state, optim_state = ckpt.local(checkpoint["model"], checkpoint["optimizer"], model, optimizer, comm)
+    model.load_state_dict(model_state)
+    optimizer.load_state_dict(optim_state)
+    scaler.load_state_dict(checkpoint.get("scaler", {}))
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
-        link.load_state_dict(checkpoint["link"][dp_rank], device)  # streams and chain states go on
+        link.load_state_dict(ckpt.link_state_for(checkpoint["link"][dp_rank], comm), device)  # streams go on
     elif link.lossy and master_process:
         print(f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh")
-model.to(device)
-raw_model, comm = model, model.comm
-
-scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
-if checkpoint is not None:
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    scaler.load_state_dict(checkpoint.get("scaler", {}))
-checkpoint = None  # free memory
+    checkpoint = model_state = optim_state = None  # free memory
 
 if compile:
     model = torch.compile(model)
-if ddp:
-    model = DDP(model, device_ids=[dp_local_rank] if device_type == "cuda" else None)
+if dp_world > 1:  # gradients averaged over the data-parallel group only
+    model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=dp_group)
 
 n_params = raw_model.get_num_params()
 pattern = describe_pattern(gptconf.block_types)
@@ -274,7 +288,7 @@ if master_process:
         with open(metrics_path + ".tmp", "w") as f:
             f.writelines(kept)
         os.replace(metrics_path + ".tmp", metrics_path)
-    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}) | blocks: {pattern} | "
+    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | blocks: {pattern} | "
           f"sync points: {raw_model.sync_points} per pass | loss model: {comm.link.describe()} | "
           f"params: {n_params / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"device: {device} {dtype} compile={compile} | seed: {seed}")
@@ -301,40 +315,14 @@ def estimate_metrics():
                 logits, loss = model(X, Y)
             totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
                                    torch.tensor(float(Y.numel()), device=device)])
-        if ddp:
+        if distributed:  # counted once per TP group: by its rank 0, whose logits `sim` mode reports
+            totals *= tp_rank == 0
             dist.all_reduce(totals)
         out[f"{split}_loss"] = totals[0].item() / eval_iters
         out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
     comm.link = train_link
     model.train()
     return out
-
-
-def link_stats():
-    """Packet statistics of every link of every TP group: a collective on every rank."""
-    stats = comm.link.stats()
-    if not ddp:
-        return stats
-    parts = [stats["total"], stats["fwd"], stats["bwd"]] + [stats["points"][p][d] for p in comm.counter.points
-                                                            for d in ("fwd", "bwd")]
-    sums = torch.tensor([[s["packets_sent"], s["packets_lost"], s["loss_bursts"]] for s in parts],
-                        dtype=torch.float64, device=device)
-    dist.all_reduce(sums)
-    for s, (sent, lost, bursts) in zip(parts, sums.tolist()):
-        s.update(packets_sent=int(sent), packets_lost=int(lost), loss_bursts=int(bursts),
-                 observed_loss_rate=lost / sent if sent else 0.0, mean_burst_length=lost / bursts if bursts else 0.0)
-    return stats
-
-
-def link_record(stats):
-    """The link statistics of a log record (keys stable for readers of metrics.jsonl)."""
-    record = {"packets_sent": stats["total"]["packets_sent"], "packets_lost": stats["total"]["packets_lost"],
-              "observed_loss_rate": stats["total"]["observed_loss_rate"],
-              "loss_bursts": stats["total"]["loss_bursts"], "mean_burst_length": stats["total"]["mean_burst_length"]}
-    for direction in ("fwd", "bwd"):
-        for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
-            record[f"{key}_{direction}"] = stats[direction][key]
-    return record
 
 
 def get_lr(it):
@@ -356,26 +344,30 @@ def log(record):
         wandb.log(record, step=iter_num)
 
 
-def gather_link_states():
-    """Every TP group's link state (one per data-parallel rank): a collective on every rank."""
-    if not ddp:
-        return [link.state_dict()]
-    states = [None] * dp_world
-    dist.all_gather_object(states, link.state_dict())
-    return states
+def gather_for_checkpoint():
+    """Model and optimizer in the `sim` layout, and every TP group's link state: collectives,
+    on every rank. Returns None except on the process that saves."""
+    model_state = optim_state = link_states = None
+    if dp_rank == 0:  # the data-parallel replicas are equal: one TP group gathers
+        model_state, optim_state = ckpt.gather(raw_model, optimizer, comm)
+    if link.lossy:
+        states = [link.state_dict()]
+        if distributed:
+            states = [None] * world
+            dist.all_gather_object(states, link.state_dict())
+        link_states = ckpt.merge_link_states(states, tp_size if tp_mode == "dist" else 1)
+    return model_state, optim_state, link_states
 
 
-def save_checkpoint(link_states):
+def save_checkpoint(model_state, optim_state, link_states):
     """Write out_dir/ckpt.pt atomically: a kill mid-save leaves the previous checkpoint intact."""
-    checkpoint = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-                  "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
-                  "best_val_loss": best_val_loss, "config": config}
+    checkpoint = {"model": model_state, "optimizer": optim_state, "scaler": scaler.state_dict(),
+                  "model_args": model_args, "iter_num": iter_num, "best_val_loss": best_val_loss, "config": config}
     if link.lossy:  # every TP group's link state, so a resumed run draws the same masks
         checkpoint["link_model"] = link.describe()
         checkpoint["link"] = link_states
     path = os.path.join(out_dir, "ckpt.pt")
-    torch.save(checkpoint, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    ckpt.save(checkpoint, path)
     print(f"saved checkpoint to {path}")
 
 
@@ -402,7 +394,7 @@ while True:
         metrics = estimate_metrics()  # the same numbers on every rank
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
-        link_states = gather_link_states() if save and link.lossy else None
+        gathered = gather_for_checkpoint() if save else None
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
@@ -410,24 +402,25 @@ while True:
                  "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
                  "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
             if save:
-                save_checkpoint(link_states)
+                save_checkpoint(*gathered)
     if iter_num >= max_iters or eval_only:
         break
 
     # forward, backward and update, with gradient accumulation
-    torch.manual_seed(step_seed(DROPOUT, dp_rank, iter_num))  # dropout masks of this step
+    torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num))  # dropout masks of this step
     comm.counter.reset()
     for micro_step in range(gradient_accumulation_steps):
         X, Y = get_batch("train", iter_num, micro_step)
-        if ddp:  # all-reduce the gradients only at the last micro step
+        if dp_world > 1:  # all-reduce the gradients only at the last micro step
             model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
         with ctx:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
         scaler.scale(loss).backward()
+    comm.reduce_replicated_grads(raw_model.parameters())  # `dist`: sum replicated grads over the TP group
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        comm.clip_grad_norm_(raw_model.parameters(), grad_clip)  # the norm of the whole model
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
@@ -442,11 +435,11 @@ while True:
                            f"measured {measured_syncs} forward and "
                            f"{comm.counter.backward / gradient_accumulation_steps} backward")
     if iter_num % log_interval == 0:
-        stats = link_stats() if link.lossy else None  # a collective: every rank takes part
+        stats = link.stats(all_processes=distributed) if link.lossy else None  # a collective
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
         if local_iter_num >= 5 and peak:  # let the training loop settle a bit
-            mfu = raw_model.estimate_mfu(tokens_per_iter // dp_world, dt, peak)
+            mfu = raw_model.estimate_mfu(tokens_per_iter / world, dt, peak)  # per process, per device
             running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
         lost = "" if stats is None else (f", lost {stats['fwd']['observed_loss_rate']:.3%} fwd "
                                          f"{stats['bwd']['observed_loss_rate']:.3%} bwd")
@@ -454,16 +447,17 @@ while True:
               f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%{lost}")
         log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
              "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs,
-             **(link_record(stats) if stats else {})})
+             **(LossyLink.record(stats) if stats else {})})
     iter_num += 1
     local_iter_num += 1
 
 if link.lossy and not eval_only:  # the run's packet statistics, per direction and per sync point
-    stats = link_stats()
+    stats = link.stats(all_processes=distributed)
     if master_process:
         stats = {"link": link.describe(), "stationary_loss": link.model.stationary_loss,
                  "mean_burst": link.model.mean_burst, "iters": iter_num, **stats}
         with open(os.path.join(out_dir, "link_stats.json"), "w") as f:
             json.dump(stats, f, indent=2)
-if ddp:
+if distributed:  # leave together: a rank that exits while rank 0 still writes files can abort gloo
+    dist.barrier()
     dist.destroy_process_group()
