@@ -26,7 +26,7 @@ def test_short_run_trains_and_logs(char_data, tmp_path):
                        "--tp_size=2", "--block_types=parallel,spd")
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
-    for part in ("dp=1 x tp=2 (sim)", "blocks: [parallel,spd] x2", "sync points: 2 per pass",
+    for part in ("dp=1 x tp=2 (sim, 1 process)", "blocks: [parallel,spd] x2", "sync points: 2 per pass",
                  "loss model: none", "params:", "tokens/iter: 256"):
         assert part in first, first
     recs = records(out)
@@ -92,7 +92,7 @@ def test_two_process_data_parallel_run(char_data, tmp_path):
                   os.path.join(ROOT, "train.py"), *TINY, f"--data_dir={char_data}", f"--out_dir={out}",
                   "--max_iters=20", "--gradient_accumulation_steps=2", "--tp_size=2", "--block_types=spd"])
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "dp=2 x tp=2 (sim)" in result.stdout
+    assert "dp=2 x tp=2 (sim, 2 processes)" in result.stdout
     assert "tokens/iter: 512" in result.stdout  # 2 micro-batches in all, one per process
     evals = [r for r in records(out) if "val_loss" in r]
     assert len(evals) == 3 and evals[-1]["val_loss"] < evals[0]["val_loss"]
