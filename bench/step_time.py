@@ -1,0 +1,225 @@
+"""
+Real step time of the sync-count patterns in `dist` mode (one process per TP rank), what
+the collectives cost, and what that projects to for GPT-2 124M with TP=2 across two nodes.
+
+    torchrun --standalone --nproc_per_node=2 bench/step_time.py            # gloo, CPU, TP=2
+    torchrun --standalone --nproc_per_node=2 bench/step_time.py --n_embd=384 --batch_sizes 8 32
+
+1. Measured: dense (tp_size=1, each process the whole model on its own) and the 24, 12,
+   6 and 2comm patterns (TP=2), interleaved rounds, medians; each step split into time
+   inside collectives (comms.TPComm.timing) and the rest (compute); bytes per step.
+2. An alpha-beta model, time = alpha + bytes / beta per all-reduce, fitted by least
+   squares to the communication time measured in those steps (two batch sizes, so
+   that message count and message size vary apart), and checked against them:
+   predicted / measured in-sample and leave-one-out. For reference, the same model
+   fitted to isolated all-reduces of 4 KB to 16 MB on the same group.
+3. A projection for GPT-2 124M, TP=2 across two nodes at 25, 100 and 400 Gb/s: compute
+   time from FLOPs at an assumed MFU on a stated GPU (no GPU measurement here), comm time
+   from the alpha-beta model with the link's bandwidth; speedup of each config over 24comm.
+Results go to stdout (markdown tables) and bench/step_time.json / bench/step_time.png.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from comms import TPComm  # noqa: E402
+from model import GPT, GPTConfig, count_sync_points, parse_block_types  # noqa: E402
+
+PATTERNS = {"dense": None, "24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
+
+
+def build(pattern, args, group, rank):
+    tp_size = 1 if pattern is None else 2
+    cfg = GPTConfig(n_layer=12, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
+                    vocab_size=args.vocab_size, tp_size=tp_size, block_types=pattern or "tp",
+                    tp_mode="dist" if tp_size > 1 else "sim")
+    torch.manual_seed(0)
+    comm = TPComm(tp_size, cfg.tp_mode, group=group, rank=rank) if tp_size > 1 else None
+    model = GPT(cfg, comm)
+    model.comm.timing = True
+    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
+    return model, optimizer
+
+
+def train_steps(model, optimizer, x, n):
+    """n full steps: forward, backward, replicated-gradient reduction, clipping, AdamW."""
+    counter = model.comm.counter
+    counter.reset()
+    start = time.perf_counter()
+    for _ in range(n):
+        _, loss = model(x, x)
+        loss.backward()
+        model.comm.reduce_replicated_grads(model.parameters())
+        model.comm.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return (time.perf_counter() - start) / n, counter.comm_seconds / n, counter
+
+
+def allreduce_sweep(group, repeats):
+    """(bytes, seconds) of all-reduces of fp32 messages from 4 KB to 16 MB, median of repeats."""
+    rows = []
+    for exponent in range(12, 25, 2):
+        t = torch.zeros(2 ** exponent // 4)
+        samples = []
+        for _ in range(repeats):
+            dist.barrier(group=group)
+            start = time.perf_counter()
+            dist.all_reduce(t, group=group)
+            samples.append(time.perf_counter() - start)
+        rows.append((t.numel() * 4, statistics.median(samples)))
+    return rows
+
+
+def fit_alpha_beta(counts, sizes, seconds):
+    """Least squares for seconds = counts * alpha + sizes / beta; returns (alpha s, beta bytes/s)."""
+    (alpha, inv_beta), *_ = np.linalg.lstsq(np.stack([counts, sizes], 1).astype(float), np.asarray(seconds, float),
+                                            rcond=None)
+    return alpha, 1.0 / inv_beta
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--n_embd", type=int, default=256)
+    parser.add_argument("--n_head", type=int, default=8)
+    parser.add_argument("--block_size", type=int, default=128)
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--vocab_size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
+    parser.add_argument("--gpu_peak", type=float, default=989e12, help="bf16 peak of the projected GPU (H100 SXM)")
+    parser.add_argument("--net_latency", type=float, default=10e-6,
+                        help="seconds per all-reduce across the two nodes in the projection (alpha)")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "step_time"))
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert world == 2, "run with torchrun --nproc_per_node=2"
+    torch.set_num_threads(1)
+    group = dist.new_group([0, 1])
+
+    entries = {name: build(pattern, args, group, rank) for name, pattern in PATTERNS.items()}
+    batches = {b: torch.randint(args.vocab_size, (b, args.block_size), generator=torch.Generator().manual_seed(1))
+               for b in args.batch_sizes}
+    for name in entries:
+        train_steps(*entries[name], batches[args.batch_sizes[0]], 2)  # warm up
+    measured = {(name, b): [] for b in args.batch_sizes for name in entries}
+    for _ in range(args.rounds):
+        for name, b in measured:
+            dist.barrier()
+            step, comm_s, counter = train_steps(*entries[name], batches[b], args.steps)
+            measured[name, b].append((step, comm_s, counter.forward // args.steps,
+                                      counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps))
+    sweep = allreduce_sweep(group, repeats=15)
+    if rank != 0:
+        dist.destroy_process_group()
+        return
+
+    table = {}
+    for (name, b), rows in measured.items():
+        step, comm_s = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+        syncs, sync_bytes, repl_bytes = rows[0][2:]
+        # per step: every forward sync and backward exchange is one all-reduce of one message,
+        # plus one all-reduce of the replicated gradients
+        table[name, b] = dict(config=name, batch=b, syncs=syncs, step_ms=step * 1e3, comm_ms=comm_s * 1e3,
+                              compute_ms=(step - comm_s) * 1e3, sync_bytes=sync_bytes, replicated_bytes=repl_bytes,
+                              reduces=2 * syncs + (1 if repl_bytes else 0))
+    points = [k for k in table if table[k]["reduces"]]
+    counts = [table[k]["reduces"] for k in points]
+    sizes = [table[k]["sync_bytes"] + table[k]["replicated_bytes"] for k in points]
+    comm = [table[k]["comm_ms"] / 1e3 for k in points]
+    alpha, beta = fit_alpha_beta(counts, sizes, comm)
+    for i, k in enumerate(points):
+        rest = [j for j in range(len(points)) if j != i]  # leave this point out
+        a, bw = fit_alpha_beta([counts[j] for j in rest], [sizes[j] for j in rest], [comm[j] for j in rest])
+        table[k]["predicted_comm_ms"] = (counts[i] * alpha + sizes[i] / beta) * 1e3
+        table[k]["loo_predicted_comm_ms"] = (counts[i] * a + sizes[i] / bw) * 1e3
+    sweep_alpha, sweep_beta = fit_alpha_beta([1] * len(sweep), [s for s, _ in sweep], [t for _, t in sweep])
+
+    print(f"# measured: TP=2 over gloo on one machine (2 processes, 1 thread each), torch {torch.__version__}, "
+          f"n_layer 12, n_embd {args.n_embd}, seq {args.block_size}, {args.rounds} rounds x {args.steps} steps, medians")
+    print("| config | batch | syncs/pass | ms/step | compute ms | comm ms | comm share | sync MB/step "
+          "| replicated MB/step | alpha-beta comm ms | predicted/measured | leave-one-out |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in table.values():
+        fit = (f"{row['predicted_comm_ms']:.1f} | {row['predicted_comm_ms'] / row['comm_ms']:.2f} | "
+               f"{row['loo_predicted_comm_ms'] / row['comm_ms']:.2f}") if row["reduces"] else "- | - | -"
+        print(f"| {row['config']} | {row['batch']} | {row['syncs']} | {row['step_ms']:.1f} | {row['compute_ms']:.1f} | "
+              f"{row['comm_ms']:.1f} | {row['comm_ms'] / row['step_ms']:.0%} | {row['sync_bytes'] / 1e6:.1f} | "
+              f"{row['replicated_bytes'] / 1e6:.2f} | {fit} |")
+    print(f"\nalpha-beta fitted to the steps: alpha = {alpha * 1e6:.0f} us per all-reduce, beta = {beta / 1e9:.2f} GB/s. "
+          f"Fitted to isolated all-reduces ({sweep[0][0] // 1024} KB to {sweep[-1][0] // 2 ** 20} MB): "
+          f"alpha = {sweep_alpha * 1e6:.0f} us, beta = {sweep_beta / 1e9:.2f} GB/s (the difference is time spent "
+          f"waiting for the other rank and competing for the 2 cores inside a training step)")
+
+    # projection: GPT-2 124M, one TP=2 pair across two nodes, micro-batch 12 x 1024 in bf16
+    n_params, tokens, n_layer, d = 124.4e6, 12 * 1024, 12, 768
+    flops = 6 * n_params * tokens + 12 * n_layer * d * 1024 * tokens  # per micro-step, both ranks
+    compute = flops / 2 / (args.gpu_peak * args.mfu)  # each rank does half of the sharded work
+    message = tokens * d * 2  # one rank's partial sums in bf16
+    replicated = (50304 * d + 1024 * d + n_layer * (4 * d + 2 * d) + 2 * d) * 4  # embeddings, LNs, row biases (fp32)
+    projection = {}
+    print(f"\n# projected: GPT-2 124M, TP=2 across two nodes, micro-batch 12x1024 bf16, compute {compute * 1e3:.1f} ms "
+          f"per micro-step (FLOPs at {args.mfu:.0%} MFU of {args.gpu_peak / 1e12:.0f} TFLOP/s, an assumption), "
+          f"all-reduce = {args.net_latency * 1e6:.0f} us + bytes/bandwidth; replicated gradients "
+          f"({replicated / 1e6:.0f} MB) once per step of 5 micro-steps")
+    print("| config | syncs/pass | " + " | ".join(f"{bw} Gb/s ms/micro-step | speedup vs 24comm" for bw in (25, 100, 400)) + " |")
+    print("| --- | ---: | " + " | ".join("---: | ---:" for _ in range(3)) + " |")
+    for name, pattern in PATTERNS.items():
+        if pattern is None:
+            continue
+        syncs = count_sync_points(parse_block_types(pattern, 12), 2)
+        cells, projection[name] = [], {}
+        for bw in (25, 100, 400):
+            bandwidth = bw * 1e9 / 8
+            comm = 2 * syncs * (args.net_latency + message / bandwidth) + (args.net_latency + replicated / bandwidth) / 5
+            projection[name][bw] = (compute + comm) * 1e3
+        for bw in (25, 100, 400):
+            base = 2 * 24 * (args.net_latency + message / (bw * 1e9 / 8)) + (args.net_latency + replicated / (bw * 1e9 / 8)) / 5
+            cells.append(f"{projection[name][bw]:.1f} | {(compute + base) * 1e3 / projection[name][bw]:.2f}x")
+        print(f"| {name} | {syncs} | " + " | ".join(cells) + " |")
+
+    with open(args.out + ".json", "w") as f:
+        json.dump({"args": vars(args), "measured": list(table.values()), "allreduce_sweep": sweep, "alpha_s": alpha,
+                   "beta_bytes_per_s": beta, "sweep_alpha_s": sweep_alpha, "sweep_beta_bytes_per_s": sweep_beta,
+                   "projection_ms_per_micro_step": projection,
+                   "projected_compute_ms": compute * 1e3}, f, indent=2)
+    plot({k[0]: v for k, v in table.items() if k[1] == args.batch_sizes[-1]}, projection, args.out + ".png")
+    dist.destroy_process_group()
+
+
+def plot(table, projection, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [n for n in table if n != "dense"]
+    syncs = [table[n]["syncs"] for n in names]
+    left.bar([str(s) for s in syncs], [table[n]["compute_ms"] for n in names], label="compute")
+    left.bar([str(s) for s in syncs], [table[n]["comm_ms"] for n in names],
+             bottom=[table[n]["compute_ms"] for n in names], label="communication")
+    left.axhline(table["dense"]["step_ms"], color="k", ls="--", label="dense, one process")
+    left.set(xlabel="sync points per pass", ylabel="ms per step",
+             title=f"measured: TP=2, gloo, one machine, batch {table['dense']['batch']}")
+    left.legend(loc="center right")
+    for bw in (25, 100, 400):
+        right.plot(syncs, [projection[n][bw] for n in names], "o-", label=f"{bw} Gb/s")
+    right.set(xlabel="sync points per pass", ylabel="ms per micro-step", yscale="log",
+              title="projected: GPT-2 124M, TP=2 across two nodes")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
