@@ -236,6 +236,9 @@ except ValueError as e:
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     ge_p, ge_r, ge_k, ge_h = link.model.p, link.model.r, link.model.k, link.model.h
     config.update(ge_p=ge_p, ge_r=ge_r, ge_k=ge_k, ge_h=ge_h)
+if init_from == "scratch" and not eval_only and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+    fail(f"{os.path.join(out_dir, 'ckpt.pt')} exists: continue that run with --init_from=resume, "
+         f"or train into another --out_dir (a new run never overwrites a checkpoint)")
 model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank)).to(device)
 raw_model, comm = model, model.comm
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
@@ -276,18 +279,20 @@ if tp_size == 1:
 if not wandb_run_name:
     wandb_run_name = f"{dataset}-{raw_model.sync_points}comm"
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
+log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    if init_from == "resume" and os.path.exists(metrics_path):
-        # drop what the interrupted run logged after its checkpoint: this run redoes those steps
-        with open(metrics_path) as f:
-            kept = [line for line in f if line.strip() and json.loads(line)["iter"] < iter_num]
-        with open(metrics_path + ".tmp", "w") as f:
+    if not eval_only:
+        with open(os.path.join(out_dir, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        kept = []
+        if init_from == "resume" and os.path.exists(log_path):
+            # drop what the interrupted run logged after its checkpoint: this run redoes those steps
+            with open(log_path) as f:
+                kept = [line for line in f if line.strip() and json.loads(line)["iter"] < iter_num]
+        with open(log_path + ".tmp", "w") as f:  # a new run starts a new log
             f.writelines(kept)
-        os.replace(metrics_path + ".tmp", metrics_path)
+        os.replace(log_path + ".tmp", log_path)
     print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | blocks: {pattern} | "
           f"sync points: {raw_model.sync_points} per pass | loss model: {comm.link.describe()} | "
           f"params: {n_params / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
@@ -336,9 +341,9 @@ def get_lr(it):
 
 
 def log(record):
-    """Append one record to out_dir/metrics.jsonl (and wandb)."""
+    """Append one record to out_dir/metrics.jsonl (eval.jsonl when eval_only), and to wandb."""
     record = {"iter": iter_num, **record, "sync_points": raw_model.sync_points}
-    with open(os.path.join(out_dir, "metrics.jsonl"), "a") as f:
+    with open(log_path, "a") as f:
         f.write(json.dumps(record) + "\n")
     if wandb_log:
         wandb.log(record, step=iter_num)

@@ -86,6 +86,19 @@ def test_user_mistakes_are_one_line_errors(char_data, tmp_path):
     assert_one_line_error(run_train("config/no_such_config.py"), "no_such_config.py", "does not exist")
 
 
+def test_a_new_run_never_overwrites_a_checkpoint(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=10"]
+    assert run_train(*args).returncode == 0
+    before = os.path.getmtime(os.path.join(tmp_path, "ckpt.pt"))
+    assert_one_line_error(run_train(*args), "ckpt.pt exists", "--init_from=resume")
+    assert os.path.getmtime(os.path.join(tmp_path, "ckpt.pt")) == before
+    # evaluating alone is allowed and leaves the run's files alone
+    log = open(os.path.join(tmp_path, "metrics.jsonl")).read()
+    assert run_train(*args, "--eval_only=True", "--init_from=resume").returncode == 0
+    assert open(os.path.join(tmp_path, "metrics.jsonl")).read() == log
+    assert json.loads(open(os.path.join(tmp_path, "eval.jsonl")).readline())["iter"] == 10
+
+
 def test_two_process_data_parallel_run(char_data, tmp_path):
     out = str(tmp_path / "ddp")
     result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
