@@ -1,0 +1,217 @@
+"""
+Summarize sweep runs: one CSV row per run plus one aggregate row per setting (mean, std,
+n over seeds), and the plots a paper needs.
+
+    python bench/summarize.py runs/char_sync_study runs/char_loss_sweep --out bench/study
+
+Reads each run directory's config.json, metrics.jsonl and result.json (unfinished runs
+are listed with status 'unfinished' and left out of aggregates and plots). Writes
+<out>/experiment_summary.csv and PNGs:
+  val_loss_vs_syncs.png      final val loss against sync points, error bars over seeds
+  val_loss_curves.png        val loss against iteration, one line per config (seed mean)
+  val_loss_vs_loss_rate.png  final val loss against the stationary packet loss rate
+  val_loss_vs_step_time.png  final val loss against measured step time (bench/step_time.json)
+"""
+
+import argparse
+import csv
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from comms import GE_PRESETS, GilbertElliottLoss  # noqa: E402
+from model import count_sync_points, describe_pattern, parse_block_types  # noqa: E402
+
+COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_points", "block_pattern", "tp_size",
+           "tp_mode", "loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd", "iters", "final_val_loss",
+           "final_val_loss_std", "best_val_loss", "final_val_perplexity", "final_val_accuracy", "tokens_per_s",
+           "observed_loss_rate"]
+
+
+def stationary_loss(cfg):
+    if cfg["loss_model"] == "bernoulli":
+        return cfg["loss_rate"]
+    if cfg["loss_model"] == "gilbert_elliott":
+        preset = GE_PRESETS[cfg["ge_preset"]]
+        values = [v if v >= 0 else p for v, p in zip((cfg["ge_p"], cfg["ge_r"], cfg["ge_k"], cfg["ge_h"]), preset)]
+        return GilbertElliottLoss(*values).stationary_loss
+    return 0.0
+
+
+def read_run(run_dir):
+    with open(os.path.join(run_dir, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    result_path = os.path.join(run_dir, "result.json")
+    result = json.load(open(result_path)) if os.path.exists(result_path) else None
+    evals = [r for r in records if "val_loss" in r]
+    steps = [r for r in records if "val_loss" not in r]
+    kinds = parse_block_types(cfg["block_types"], cfg["n_layer"])
+    row = dict(kind="run", run=os.path.basename(run_dir), config=result["config"] if result else "",
+               setting=result["setting"] if result else "", seed=cfg["seed"], n=1,
+               status="done" if result else "unfinished",
+               sync_points=count_sync_points(kinds, cfg["tp_size"]),
+               block_pattern=describe_pattern(kinds) if cfg["tp_size"] > 1 else "dense", tp_size=cfg["tp_size"],
+               tp_mode=cfg["tp_mode"], loss_model=cfg["loss_model"], loss_rate=stationary_loss(cfg),
+               ge_preset=cfg["ge_preset"] if cfg["loss_model"] == "gilbert_elliott" else "",
+               loss_fwd=cfg["loss_fwd"], loss_bwd=cfg["loss_bwd"], iters=evals[-1]["iter"] if evals else 0,
+               final_val_loss=evals[-1]["val_loss"] if evals else math.nan, final_val_loss_std="",
+               best_val_loss=min((r["val_loss"] for r in evals), default=math.nan),
+               final_val_perplexity=evals[-1]["val_perplexity"] if evals else math.nan,
+               final_val_accuracy=evals[-1]["val_accuracy"] if evals else math.nan,
+               tokens_per_s=statistics.median(r["tokens_per_s"] for r in steps[1:]) if len(steps) > 1 else math.nan,
+               observed_loss_rate=steps[-1].get("observed_loss_rate", 0.0) if steps else math.nan)
+    curve = [(r["iter"], r["val_loss"]) for r in evals]
+    return row, curve
+
+
+def aggregate(rows):
+    """One row per (config, setting): mean and std over seeds of the finished runs."""
+    groups = {}
+    for row in rows:
+        if row["status"] == "done":
+            groups.setdefault((row["config"], row["setting"]), []).append(row)
+    out = []
+    for (config, setting), members in groups.items():
+        first = members[0]
+        mean = lambda key: statistics.fmean(m[key] for m in members)  # noqa: E731
+        losses = [m["final_val_loss"] for m in members]
+        out.append({**first, "kind": "aggregate", "run": f"{first['run'].rsplit('-s', 1)[0]} (mean)", "seed": "",
+                    "n": len(members), "final_val_loss": mean("final_val_loss"),
+                    "final_val_loss_std": statistics.stdev(losses) if len(losses) > 1 else 0.0,
+                    "best_val_loss": mean("best_val_loss"), "final_val_perplexity": mean("final_val_perplexity"),
+                    "final_val_accuracy": mean("final_val_accuracy"), "tokens_per_s": mean("tokens_per_s"),
+                    "observed_loss_rate": mean("observed_loss_rate")})
+    return out
+
+
+def label(row):
+    return "dense" if row["tp_size"] == 1 else f"{row['sync_points']}comm"
+
+
+def plots(aggregates, curves, rows, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lossless = sorted((a for a in aggregates if a["loss_model"] == "none"), key=lambda a: -a["sync_points"])
+    written = []
+    if lossless:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        tp = [a for a in lossless if a["tp_size"] > 1]
+        ax.errorbar([a["sync_points"] for a in tp], [a["final_val_loss"] for a in tp],
+                    yerr=[a["final_val_loss_std"] for a in tp], fmt="o-", capsize=4, label="TP=2 patterns")
+        for a in tp:
+            ax.annotate(a["block_pattern"], (a["sync_points"], a["final_val_loss"]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        for a in (a for a in lossless if a["tp_size"] == 1):
+            ax.axhspan(a["final_val_loss"] - a["final_val_loss_std"], a["final_val_loss"] + a["final_val_loss_std"],
+                       color="gray", alpha=0.3, label=f"dense (n={a['n']})")
+        ax.set(xlabel="sync points per forward pass", ylabel=f"final val loss (iter {lossless[0]['iters']})",
+               title="What each dropped sync costs (mean ± std over seeds)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "val_loss_vs_syncs.png"), dpi=120)
+        written.append("val_loss_vs_syncs.png")
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for a in lossless:
+            members = [curves[r["run"]] for r in rows if r["status"] == "done" and (r["config"], r["setting"]) ==
+                       (a["config"], a["setting"])]
+            iters = [i for i, _ in members[0]]
+            ax.plot(iters, [statistics.fmean(c[k][1] for c in members) for k in range(len(iters))], label=label(a))
+        ax.set(xlabel="iteration", ylabel="val loss (mean over seeds)", title="Validation loss curves")
+        ax.set_ylim(top=min(ax.get_ylim()[1], lossless[0]["final_val_loss"] + 1.0))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "val_loss_curves.png"), dpi=120)
+        written.append("val_loss_curves.png")
+
+    lossy = [a for a in aggregates if a["loss_model"] != "none"]
+    if lossy:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        configs = sorted({a["config"] for a in lossy})
+        for k, config in enumerate(configs):
+            color = f"C{k}"
+            base = [a for a in lossless if a["config"] == config]
+            bern = sorted((a for a in lossy if a["config"] == config and a["loss_model"] == "bernoulli"
+                           and a["loss_fwd"] and a["loss_bwd"]), key=lambda a: a["loss_rate"])
+            name = label((base or bern or [a for a in lossy if a["config"] == config])[0])
+            xs = [a["loss_rate"] for a in bern]
+            ys = [a["final_val_loss"] for a in bern]
+            if base:
+                ax.axhline(base[0]["final_val_loss"], color=color, ls=":", lw=1)
+            ax.plot(xs, ys, "o-", color=color, label=f"{name} Bernoulli (fwd+bwd)")
+            for a in lossy:
+                if a["config"] != config or a in bern:
+                    continue
+                marker = {"gilbert_elliott": "s"}.get(a["loss_model"], "^")
+                tag = a["ge_preset"] or "bernoulli"
+                direction = "fwd+bwd" if a["loss_fwd"] and a["loss_bwd"] else ("fwd" if a["loss_fwd"] else "bwd")
+                ax.plot([a["loss_rate"]], [a["final_val_loss"]], marker, color=color, mfc="none", ms=8)
+                ax.annotate(f"{tag} {direction}", (a["loss_rate"], a["final_val_loss"]), fontsize=6,
+                            xytext=(4, -8), textcoords="offset points", color=color)
+        ax.set(xscale="log", xlabel="stationary packet loss rate", ylabel="final val loss",
+               title="Loss tolerance (dotted: lossless; squares: Gilbert-Elliott)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "val_loss_vs_loss_rate.png"), dpi=120)
+        written.append("val_loss_vs_loss_rate.png")
+
+    step_json = os.path.join(ROOT, "bench", "step_time.json")
+    if lossless and os.path.exists(step_json):
+        measured = json.load(open(step_json))["measured"]
+        batch = max(m["batch"] for m in measured)
+        times = {m["config"]: m["step_ms"] for m in measured if m["batch"] == batch}
+        points = [(times[label(a)], a) for a in lossless if label(a) in times]
+        if points:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for t, a in points:
+                ax.errorbar([t], [a["final_val_loss"]], yerr=[a["final_val_loss_std"]], fmt="o", capsize=4)
+                ax.annotate(label(a), (t, a["final_val_loss"]), xytext=(5, 3), textcoords="offset points")
+            ax.set(xlabel=f"measured ms per step (bench/step_time.py, TP=2 gloo, batch {batch})",
+                   ylabel="final val loss (this sweep)", title="The trade: val loss against step time")
+            fig.tight_layout()
+            fig.savefig(os.path.join(out, "val_loss_vs_step_time.png"), dpi=120)
+            written.append("val_loss_vs_step_time.png")
+    return written
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>)")
+    parser.add_argument("--out", default="", help="where to write the CSV and PNGs (default: the first sweep dir)")
+    args = parser.parse_args()
+    run_dirs = []
+    for d in args.sweep_dirs:
+        if not os.path.isdir(d):
+            sys.exit(f"error: {d!r} is not a directory of runs")
+        run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
+    if not run_dirs:
+        sys.exit(f"error: no runs (directories with config.json) under {', '.join(args.sweep_dirs)}")
+    rows, curves = [], {}
+    for run_dir in run_dirs:
+        row, curve = read_run(run_dir)
+        rows.append(row)
+        curves[row["run"]] = curve
+    aggregates = aggregate(rows)
+    out = args.out or args.sweep_dirs[0]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "experiment_summary.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows + aggregates:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items() if k in COLUMNS})
+    written = plots(aggregates, curves, rows, out)
+    unfinished = sum(r["status"] != "done" for r in rows)
+    print(f"summary: {len(rows)} runs ({unfinished} unfinished), {len(aggregates)} settings -> "
+          f"{os.path.join(out, 'experiment_summary.csv')}" + (f", {', '.join(written)}" if written else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""
+Run a grid of training runs (configs x settings x seeds), each a real train.py run in its
+own out_dir, then summarize them (bench/summarize.py: CSV and plots).
+
+    python bench/sweep.py bench/sweeps/char_sync_study.py               # run what is missing
+    python bench/sweep.py bench/sweeps/char_sync_study.py --slots 2     # two runs at a time
+    python bench/sweep.py bench/sweeps/char_sync_study.py --dry_run     # list the runs and their state
+
+A sweep file is plain Python, like a config file:
+
+    name = "char_sync_study"                     # runs go to <out>/<name>/<run id>/
+    configs = ["config/train_shakespeare_char_24comm.py", ...]
+    seeds = [1, 2, 3]
+    settings = {"lossless": {}, "bern1": {"loss_model": "bernoulli", "loss_rate": 0.01}}
+    common = {"max_iters": 600}                  # overrides for every run
+    launcher = ""                                # e.g. "torchrun --standalone --nproc_per_node=8"
+
+A run is finished when its out_dir has result.json (written here after train.py exits 0);
+a finished run is never run again or overwritten. A run that was interrupted resumes from
+its checkpoint (sweep runs save one at every eval); one that died before its first
+checkpoint starts again. Failed runs are listed at the end with the tail of their log,
+and the sweep exits non-zero.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import configurator  # noqa: E402
+
+SWEEP_KEYS = {"name": str, "configs": list, "seeds": list, "settings": dict, "common": dict, "launcher": str}
+
+
+def fail(message):
+    sys.exit(f"error: {message}")
+
+
+def load_sweep(path):
+    if not os.path.isfile(path):
+        fail(f"sweep file {path!r} does not exist (see bench/sweeps/)")
+    namespace = {}
+    try:
+        exec(compile(open(path).read(), path, "exec"), namespace)
+    except Exception as e:  # user input: one line
+        fail(f"sweep file {path}: {type(e).__name__}: {e}")
+    sweep = {k: v for k, v in namespace.items() if not k.startswith("_") and k in SWEEP_KEYS}
+    unknown = [k for k in namespace if not k.startswith("_") and k not in SWEEP_KEYS and k != "__builtins__"]
+    if unknown:
+        fail(f"sweep file {path}: unknown key {unknown[0]!r}; allowed: {', '.join(SWEEP_KEYS)}")
+    sweep = {"seeds": [1337], "settings": {"": {}}, "common": {}, "launcher": "", **sweep}
+    for key, kind in SWEEP_KEYS.items():
+        if key not in sweep:
+            fail(f"sweep file {path}: {key!r} is missing")
+        if not isinstance(sweep[key], kind):
+            fail(f"sweep file {path}: {key} must be a {kind.__name__}")
+    return sweep
+
+
+def plan(sweep, out):
+    """Every run of the sweep: its id, out_dir and train.py arguments, checked before anything runs."""
+    defaults = configurator.train_defaults()
+    runs = []
+    for config in sweep["configs"]:
+        for tag, setting in sweep["settings"].items():
+            for seed in sweep["seeds"]:
+                overrides = {**sweep["common"], **setting, "seed": seed}
+                args = [config] + [f"--{k}={v}" for k, v in overrides.items()]
+                try:  # the same validation as train.py: a typo fails the sweep now, not after an hour
+                    configurator.configure(defaults, args)
+                except configurator.ConfigError as e:
+                    fail(f"sweep {sweep['name']}, {config} {tag}: {e}")
+                stem = os.path.splitext(os.path.basename(config))[0].replace("train_", "")
+                run_id = "-".join(p for p in (stem, tag, f"s{seed}") if p)
+                run_dir = os.path.join(out, sweep["name"], run_id)
+                runs.append(dict(id=run_id, dir=run_dir, config=config, setting=tag, seed=seed, args=args))
+    ids = [r["id"] for r in runs]
+    if len(set(ids)) != len(ids):
+        fail(f"sweep {sweep['name']}: two runs would share an out_dir; give configs or settings distinct names")
+    return runs
+
+
+def state(run):
+    if os.path.exists(os.path.join(run["dir"], "result.json")):
+        return "done"
+    if os.path.exists(os.path.join(run["dir"], "ckpt.pt")):
+        return "resume"
+    return "new"
+
+
+def command(run, launcher):
+    """The train.py command for a run: new, or resumed from its checkpoint."""
+    args = run["args"] + [f"--out_dir={run['dir']}", "--always_save_checkpoint=True"]
+    if state(run) == "resume":
+        args.append("--init_from=resume")
+    else:  # nothing worth keeping: a run that died before its first checkpoint starts again
+        for name in ("metrics.jsonl", "config.json", "link_stats.json"):
+            if os.path.exists(os.path.join(run["dir"], name)):
+                os.remove(os.path.join(run["dir"], name))
+    prefix = shlex.split(launcher) if launcher else [sys.executable]
+    return prefix + [os.path.join(ROOT, "train.py")] + args
+
+
+def finish(run):
+    """Mark a run finished: result.json with its final numbers (what summarize.py reads first)."""
+    with open(os.path.join(run["dir"], "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    evals = [r for r in records if "val_loss" in r]
+    result = {"id": run["id"], "config": run["config"], "setting": run["setting"], "seed": run["seed"],
+              "args": run["args"], "final": evals[-1], "best_val_loss": min(r["val_loss"] for r in evals)}
+    tmp = os.path.join(run["dir"], "result.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, os.path.join(run["dir"], "result.json"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("sweep", help="a sweep file, e.g. bench/sweeps/char_sync_study.py")
+    parser.add_argument("--out", default=os.path.join(ROOT, "runs"), help="where run directories go")
+    parser.add_argument("--slots", type=int, default=1, help="runs at a time (CPU threads are split among them)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads per run (default: cores / slots)")
+    parser.add_argument("--dry_run", action="store_true", help="list the runs and their state, run nothing")
+    parser.add_argument("--no_summary", action="store_true", help="skip bench/summarize.py at the end")
+    args = parser.parse_args()
+    if args.slots < 1:
+        fail(f"--slots={args.slots} must be at least 1")
+    sweep = load_sweep(args.sweep)
+    runs = plan(sweep, args.out)
+    todo = [r for r in runs if state(r) != "done"]
+    print(f"sweep {sweep['name']}: {len(runs)} runs, {len(runs) - len(todo)} done, {len(todo)} to run "
+          f"({sum(state(r) == 'resume' for r in todo)} to resume) -> {os.path.join(args.out, sweep['name'])}", flush=True)
+    if args.dry_run:
+        for r in runs:
+            print(f"  {state(r):6s} {r['id']}")
+        return
+
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.slots)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+    running, failed, durations, started = {}, [], [], time.time()
+    queue = list(todo)
+    while queue or running:
+        while queue and len(running) < args.slots:
+            run = queue.pop(0)
+            os.makedirs(run["dir"], exist_ok=True)
+            log = open(os.path.join(run["dir"], "train.log"), "a")
+            proc = subprocess.Popen(command(run, sweep["launcher"]), cwd=ROOT, env=env, stdout=log, stderr=log)
+            running[proc] = (run, log, time.time())
+        time.sleep(0.5)
+        for proc in [p for p in running if p.poll() is not None]:
+            run, log, t0 = running.pop(proc)
+            log.close()
+            if proc.returncode == 0:
+                finish(run)
+                durations.append(time.time() - t0)
+            else:
+                failed.append(run)
+            done = len(durations) + len(failed)
+            eta = (sum(durations) / len(durations)) * (len(queue) + len(running)) / args.slots if durations else 0
+            print(f"[{done}/{len(todo)}] {'ok    ' if proc.returncode == 0 else 'FAILED'} {run['id']} "
+                  f"({time.time() - t0:.0f}s) | elapsed {(time.time() - started) / 60:.1f} min, "
+                  f"ETA {eta / 60:.1f} min", flush=True)
+    for run in failed:
+        with open(os.path.join(run["dir"], "train.log")) as f:
+            tail = f.read().strip().splitlines()[-3:]
+        print(f"FAILED {run['id']}: {' | '.join(tail)}  (log: {os.path.join(run['dir'], 'train.log')})")
+    if not args.no_summary:
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "summarize.py"),
+                        os.path.join(args.out, sweep["name"])], check=False)
+    if failed:
+        sys.exit(f"error: {len(failed)} of {len(todo)} runs failed (they resume or restart on the next sweep)")
+
+
+if __name__ == "__main__":
+    main()
