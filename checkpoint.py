@@ -1,5 +1,6 @@
 """
-Checkpoints: one file, written atomically, in the `sim` layout.
+Checkpoints: one file, written atomically, in the `sim` layout; and what else a run leaves
+to trace it (run_info.json).
 
 Every sharded weight (and its AdamW moments) is stored with all TP ranks' shards
 stacked on the leading axis, as a `sim` model holds them; replicated weights once.
@@ -9,7 +10,14 @@ shard out when loading, so a checkpoint moves freely between the two modes: a
 The link models' states are stored per TP group, merged over the group's ranks.
 """
 
+import datetime
+import importlib.metadata
+import io
 import os
+import platform
+import signal
+import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
@@ -19,10 +27,33 @@ class CheckpointError(Exception):
     pass
 
 
+def fault(name, rank=0):
+    """A fault the tests inject through TP_SYNC_FAULT, e.g. "nan_loss:5,exit:7@1,kill_in_save:2":
+    the number (an iteration or a save count) for `name`, or None. "@r" limits it to global rank r.
+    Never set in normal runs."""
+    for item in filter(None, os.environ.get("TP_SYNC_FAULT", "").split(",")):
+        key, _, value = item.partition(":")
+        value, _, only = value.partition("@")
+        if key == name and (not only or int(only) == rank):
+            return int(value)
+    return None
+
+
+_saves = 0
+
+
 def save(checkpoint, path):
     """Write to a temporary file, flush it to disk, then rename: a kill mid-save leaves the old file."""
+    global _saves
+    _saves += 1
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
+        if fault("kill_in_save") == _saves:  # test hook: die with half the file written
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)
+            f.write(buffer.getvalue()[:buffer.tell() // 2])
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
         torch.save(checkpoint, f)
         f.flush()
         os.fsync(f.fileno())
@@ -121,3 +152,31 @@ def link_state_for(group_state, comm):
             "sent": group_state["sent"] if keep_stats else {},
             "lost": group_state["lost"] if keep_stats else {},
             "bursts": group_state["bursts"] if keep_stats else {}}
+
+
+def describe_run(device, processes):
+    """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
+    and a copy in every checkpoint): git commit and whether the tree had local changes,
+    package versions, device, command line."""
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args):
+        try:
+            out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() if out.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for package in ("numpy", "tiktoken", "datasets", "wandb", "megatron-core"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    commit = git("rev-parse", "HEAD")
+    return {"git_commit": commit or None,
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
+            "versions": versions, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else platform.processor() or "cpu",
+            "processes": processes, "argv": sys.argv, "host": platform.node(),
+            "started": datetime.datetime.now().isoformat(timespec="seconds")}

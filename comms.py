@@ -22,6 +22,8 @@ output gradient plus every other rank's, each through the backward link r->j.
 """
 
 import math
+import os
+import sys
 import time
 
 import numpy as np
@@ -590,12 +592,13 @@ class TPComm:
             self.counter.comm_seconds += time.perf_counter() - start
 
 
-def process_grid(tp_procs):
+def process_grid(tp_procs, timeout=None):
     """TP groups of consecutive ranks, data-parallel groups across them.
 
     Returns (tp_rank, dp_rank, dp_world, tp_group, dp_group); every rank creates every
-    group, as torch.distributed requires. With tp_procs == 1 every process is a
-    data-parallel rank and the default group is the data-parallel group.
+    group, as torch.distributed requires, each with `timeout` (a timedelta) for its
+    collectives. With tp_procs == 1 every process is a data-parallel rank and the
+    default group is the data-parallel group.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     if tp_procs == 1:
@@ -603,10 +606,25 @@ def process_grid(tp_procs):
     tp_group = dp_group = None
     for g in range(world // tp_procs):
         ranks = list(range(g * tp_procs, (g + 1) * tp_procs))
-        group = dist.new_group(ranks)
+        group = dist.new_group(ranks, timeout=timeout)
         tp_group = group if rank in ranks else tp_group
     for r in range(tp_procs):
         ranks = list(range(r, world, tp_procs))
-        group = dist.new_group(ranks)
+        group = dist.new_group(ranks, timeout=timeout)
         dp_group = group if rank in ranks else dp_group
     return rank % tp_procs, rank // tp_procs, world // tp_procs, tp_group, dp_group
+
+
+def report_failed_collectives(rank, timeout_s):
+    """Make a failed collective (a peer died, or hung past the timeout) end this process with one
+    line on stderr instead of a traceback. Other exceptions keep their traceback."""
+    def hook(kind, value, traceback):
+        text = str(value)
+        if isinstance(value, getattr(dist, "DistError", ())) or "gloo" in text or "NCCL" in text:
+            first = text.strip().splitlines()[0][-160:] if text.strip() else kind.__name__
+            sys.stderr.write(f"error: rank {rank}: a collective failed, another rank died or hung "
+                             f"(dist_timeout_s={timeout_s}): {first}\n")
+            sys.stderr.flush()
+            os._exit(1)
+        sys.__excepthook__(kind, value, traceback)
+    sys.excepthook = hook

@@ -17,10 +17,12 @@ Every run prints its layout at startup and appends its log records to
 out_dir/metrics.jsonl (one JSON object per line; see README).
 """
 
+import datetime
 import json
 import math
 import os
 import pickle
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -32,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
 import checkpoint as ckpt
-from comms import LossyLink, LosslessLink, TPComm, make_link, process_grid
+from comms import LossyLink, LosslessLink, TPComm, make_link, process_grid, report_failed_collectives
 from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device
 
 # -----------------------------------------------------------------------------
@@ -94,6 +96,8 @@ device = "auto"  # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:1', ...
 dtype = "auto"  # 'auto' (bfloat16 on CUDA, float32 on CPU), 'float32', 'bfloat16', 'float16'
 compile = False  # torch.compile; defaults to True on CUDA, False on CPU, unless set
 backend = "auto"  # 'auto' (nccl on CUDA, gloo on CPU), 'nccl', 'gloo'
+dist_timeout_s = 600  # a collective waiting longer (a rank died or hangs) fails the run
+nonfinite = "stop"  # a NaN/Inf loss or gradient norm: 'stop' the run, or 'skip' the step
 seed = 1337
 peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in model.py
 # -----------------------------------------------------------------------------
@@ -104,7 +108,9 @@ try:
     configurator.check_choice(_config, "init_from", ("scratch", "resume"))
     configurator.check_choice(_config, "dtype", ("auto", "float32", "bfloat16", "float16"))
     configurator.check_choice(_config, "backend", ("auto", "nccl", "gloo"))
-    for _key in ("eval_interval", "log_interval", "eval_iters", "batch_size", "gradient_accumulation_steps"):
+    configurator.check_choice(_config, "nonfinite", ("stop", "skip"))
+    for _key in ("eval_interval", "log_interval", "eval_iters", "batch_size", "gradient_accumulation_steps",
+                 "dist_timeout_s"):
         if _config[_key] < 1:
             raise configurator.ConfigError(f"{_key}={_config[_key]} must be at least 1")
     if max_iters < 0 or warmup_iters < 0:
@@ -140,12 +146,14 @@ if tp_mode == "dist" and tp_size > 1 and not distributed:
 if distributed:
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend)
+    timeout = datetime.timedelta(seconds=dist_timeout_s)
+    dist.init_process_group(backend=backend, timeout=timeout)
     rank, local_rank, world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
     tp_procs = tp_size if tp_mode == "dist" else 1  # processes per TP group
     if world % tp_procs:
         fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode='dist' needs whole TP groups")
-    tp_rank, dp_rank, dp_world, tp_group, dp_group = process_grid(tp_procs)
+    tp_rank, dp_rank, dp_world, tp_group, dp_group = process_grid(tp_procs, timeout)
+    report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
@@ -191,6 +199,13 @@ for split in ("train", "val"):
 meta_path = os.path.join(data_dir, "meta.pkl")
 meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
 meta_vocab_size = meta.get("vocab_size")
+for split in ("train", "val"):  # a file tokenized for another vocabulary fails here, not in an embedding
+    data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
+    largest = int(max(data[:1 << 20].max(), data[-(1 << 20):].max()))
+    if largest >= (meta_vocab_size or 50257):
+        fail(f"{os.path.join(data_dir, split + '.bin')} holds token id {largest} but the vocabulary has "
+             f"{meta_vocab_size or 50257} tokens ({'meta.pkl' if meta_vocab_size else 'GPT-2 BPE'}): "
+             f"prepared with another tokenizer? Run python data/{dataset}/prepare.py again")
 
 
 def get_batch(split, step, micro_step):
@@ -216,7 +231,7 @@ def get_batch(split, step, micro_step):
 
 
 # model
-iter_num, best_val_loss = 0, 1e9
+iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
 model_args = model_args_from(config, vocab_size=meta_vocab_size or 50304)  # 50304: GPT-2's, padded
 
 
@@ -261,6 +276,7 @@ if init_from == "resume":  # a checkpoint of either mode; see checkpoint.py
     optimizer.load_state_dict(optim_state)
     scaler.load_state_dict(checkpoint.get("scaler", {}))
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+    skipped_steps = checkpoint.get("skipped_steps", 0)
     if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
         link.load_state_dict(ckpt.link_state_for(checkpoint["link"][dp_rank], comm), device)  # streams go on
     elif link.lossy and master_process:
@@ -279,12 +295,16 @@ if tp_size == 1:
 if not wandb_run_name:
     wandb_run_name = f"{dataset}-{raw_model.sync_points}comm"
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
+
+run_info = ckpt.describe_run(device, world)
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
     if not eval_only:
         with open(os.path.join(out_dir, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
+        with open(os.path.join(out_dir, "run_info.json"), "w") as f:
+            json.dump(run_info, f, indent=2)
         kept = []
         if init_from == "resume" and os.path.exists(log_path):
             # drop what the interrupted run logged after its checkpoint: this run redoes those steps
@@ -367,7 +387,8 @@ def gather_for_checkpoint():
 def save_checkpoint(model_state, optim_state, link_states):
     """Write out_dir/ckpt.pt atomically: a kill mid-save leaves the previous checkpoint intact."""
     checkpoint = {"model": model_state, "optimizer": optim_state, "scaler": scaler.state_dict(),
-                  "model_args": model_args, "iter_num": iter_num, "best_val_loss": best_val_loss, "config": config}
+                  "model_args": model_args, "iter_num": iter_num, "best_val_loss": best_val_loss, "config": config,
+                  "skipped_steps": skipped_steps, "run_info": run_info}
     if link.lossy:  # every TP group's link state, so a resumed run draws the same masks
         checkpoint["link_model"] = link.describe()
         checkpoint["link"] = link_states
@@ -389,6 +410,7 @@ model.train()
 t_start = t0 = time.time()
 running_mfu = -1.0
 local_iter_num = 0  # iterations run by this process (MFU needs a few to settle)
+saved_iter, consecutive_skips = (iter_num if init_from == "resume" else None), 0
 while True:
     lr = get_lr(iter_num) if decay_lr else learning_rate
     for param_group in optimizer.param_groups:
@@ -397,6 +419,9 @@ while True:
     # evaluate, log and checkpoint on every eval_interval and at the end
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
         metrics = estimate_metrics()  # the same numbers on every rank
+        if not math.isfinite(metrics["val_loss"]):
+            fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
+                 f"(iteration {saved_iter}) is kept")
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
         gathered = gather_for_checkpoint() if save else None
@@ -408,10 +433,15 @@ while True:
                  "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
             if save:
                 save_checkpoint(*gathered)
+        saved_iter = iter_num if save else saved_iter
     if iter_num >= max_iters or eval_only:
         break
 
     # forward, backward and update, with gradient accumulation
+    if ckpt.fault("exit", rank) == iter_num:  # test hooks (TP_SYNC_FAULT): a rank dies, or hangs
+        os.kill(os.getpid(), signal.SIGKILL)
+    if ckpt.fault("hang", rank) == iter_num:
+        time.sleep(10 ** 6)
     torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num))  # dropout masks of this step
     comm.counter.reset()
     for micro_step in range(gradient_accumulation_steps):
@@ -421,13 +451,31 @@ while True:
         with ctx:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
+            if ckpt.fault("nan_loss", rank) == iter_num:
+                loss = loss * float("nan")
         scaler.scale(loss).backward()
     comm.reduce_replicated_grads(raw_model.parameters())  # `dist`: sum replicated grads over the TP group
-    if grad_clip != 0.0:
-        scaler.unscale_(optimizer)
-        comm.clip_grad_norm_(raw_model.parameters(), grad_clip)  # the norm of the whole model
-    scaler.step(optimizer)
-    scaler.update()
+    scaler.unscale_(optimizer)
+    grad_norm = comm.clip_grad_norm_(raw_model.parameters(), grad_clip or math.inf)  # the whole model's norm
+    grad_norm = float(grad_norm)  # a host sync once per step: a NaN/Inf step must never be applied
+    # (fp16 leaves overflow to the GradScaler, which skips such steps itself); the norm is the
+    # same on every rank, so every rank decides alike
+    if dtype != "float16" and not math.isfinite(grad_norm):
+        lossf = loss.item() * gradient_accumulation_steps
+        skipped_steps, consecutive_skips = skipped_steps + 1, consecutive_skips + 1
+        if nonfinite == "stop" or consecutive_skips > 25:
+            fail(f"iteration {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g}; the step was not "
+                 f"applied and the last checkpoint (iteration {saved_iter}) is kept. Lower learning_rate, or "
+                 f"--nonfinite=skip to skip such steps" if nonfinite == "stop" else
+                 f"iteration {iter_num}: {consecutive_skips} non-finite steps in a row ({skipped_steps} skipped in "
+                 f"all); stopping. The last checkpoint (iteration {saved_iter}) is kept")
+        if master_process:
+            print(f"iter {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g}: step skipped "
+                  f"({skipped_steps} so far)")
+    else:
+        consecutive_skips = 0
+        scaler.step(optimizer)
+        scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
     # timing and logging
@@ -452,6 +500,7 @@ while True:
               f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%{lost}")
         log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
              "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs,
+             "grad_norm": grad_norm if math.isfinite(grad_norm) else None, "skipped_steps": skipped_steps,
              **(LossyLink.record(stats) if stats else {})})
     iter_num += 1
     local_iter_num += 1

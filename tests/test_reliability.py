@@ -1,0 +1,205 @@
+"""A run that dies loses nothing, a resumed run is the same run, a mistake costs seconds.
+
+Faults are injected with TP_SYNC_FAULT (see checkpoint.fault): a process killed halfway
+through writing a checkpoint, a NaN loss, a rank that dies or hangs.
+"""
+
+import json
+import os
+import pickle
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, TINY, assert_one_line_error, run, run_train
+
+TIMING = ("ms_per_iter", "tokens_per_s", "mfu", "time_s")
+
+
+def records(out_dir, name="metrics.jsonl"):
+    with open(os.path.join(out_dir, name)) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
+
+
+def torchrun(nproc, *args, env=None, timeout=300):
+    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+
+
+def test_kill_during_save_keeps_the_previous_checkpoint(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", "--eval_interval=5", "--always_save_checkpoint=True",
+            "--max_iters=15", "--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"]
+    straight, crashed = str(tmp_path / "straight"), str(tmp_path / "crashed")
+    assert run_train(*args, f"--out_dir={straight}").returncode == 0
+    killed = run_train(*args, f"--out_dir={crashed}", env={"TP_SYNC_FAULT": "kill_in_save:2"})
+    assert killed.returncode == -9  # SIGKILL with the second checkpoint (iteration 10) half written
+    assert os.path.getsize(os.path.join(crashed, "ckpt.pt.tmp")) > 0
+    assert torch.load(os.path.join(crashed, "ckpt.pt"), weights_only=False)["iter_num"] == 5
+    resumed = run_train(*args, f"--out_dir={crashed}", "--init_from=resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert records(crashed) == records(straight)  # bit for bit, lossy link streams included
+
+
+def test_corrupt_or_truncated_checkpoint_is_a_one_line_error(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=10"]
+    assert run_train(*args).returncode == 0
+    path = os.path.join(tmp_path, "ckpt.pt")
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) // 3])
+    assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is not a readable checkpoint")
+    open(path, "wb").write(b"not a checkpoint at all")
+    assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is not a readable checkpoint")
+
+
+def test_nonfinite_step_stops_the_run_and_keeps_the_last_good_checkpoint(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--eval_interval=5",
+            "--always_save_checkpoint=True", "--max_iters=20"]
+    result = run_train(*args, env={"TP_SYNC_FAULT": "nan_loss:7"})
+    assert_one_line_error(result, "iteration 7: non-finite loss nan", "last checkpoint (iteration 5) is kept",
+                          "--nonfinite=skip")
+    checkpoint = torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)
+    assert checkpoint["iter_num"] == 5
+    assert all(torch.isfinite(t).all() for t in checkpoint["model"].values())
+
+
+def test_nonfinite_step_can_be_skipped(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", "--max_iters=12"]
+    clean, skipped = str(tmp_path / "clean"), str(tmp_path / "skip")
+    assert run_train(*args, f"--out_dir={clean}").returncode == 0
+    result = run_train(*args, f"--out_dir={skipped}", "--nonfinite=skip", env={"TP_SYNC_FAULT": "nan_loss:7"})
+    assert result.returncode == 0, result.stderr
+    assert "iter 7: non-finite loss nan / gradient norm nan: step skipped (1 so far)" in result.stdout
+    steps = {r["iter"]: r for r in records(skipped) if "val_loss" not in r}
+    assert steps[6]["skipped_steps"] == 0 and steps[7]["skipped_steps"] == steps[11]["skipped_steps"] == 1
+    clean_steps = {r["iter"]: r for r in records(clean) if "val_loss" not in r}
+    assert steps[6]["train_loss"] == clean_steps[6]["train_loss"]  # identical until the fault
+    assert all(r["grad_norm"] is not None for i, r in steps.items() if i != 7)
+
+
+def test_exact_resume_in_dist_mode(char_data, tmp_path):
+    args = [*TINY, f"--data_dir={char_data}", "--tp_mode=dist", "--always_save_checkpoint=True",
+            "--block_types=parallel,spd", "--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]
+    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
+    assert torchrun(2, *args, "--max_iters=20", f"--out_dir={straight}").returncode == 0
+    assert torchrun(2, *args, "--max_iters=10", "--lr_decay_iters=20", f"--out_dir={broken}").returncode == 0
+    second = torchrun(2, *args, "--max_iters=20", "--init_from=resume", f"--out_dir={broken}")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert records(broken) == records(straight)
+
+
+@pytest.mark.parametrize("fault", ["exit:3@1", "hang:3@1"])
+def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, fault):
+    start = time.time()
+    result = torchrun(2, *TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--tp_mode=dist",
+                      "--max_iters=50", "--dist_timeout_s=15", env={"TP_SYNC_FAULT": fault}, timeout=240)
+    elapsed = time.time() - start
+    assert result.returncode != 0
+    assert elapsed < 120, elapsed  # not the 10-minute default, let alone forever
+    if fault.startswith("hang"):  # the survivor's collective timed out and it said so in one line
+        assert "error: rank 0: a collective failed, another rank died or hung (dist_timeout_s=15)" in result.stderr
+
+
+def test_run_info_traces_the_code(char_data, tmp_path):
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2").returncode == 0
+    info = json.load(open(os.path.join(tmp_path, "run_info.json")))
+    assert info["versions"]["torch"] == torch.__version__ and "numpy" in info["versions"]
+    assert info["git_commit"] is None or len(info["git_commit"]) == 40
+    assert info["git_dirty"] in (True, False, None) and info["argv"][0].endswith("train.py")
+    assert torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)["run_info"] == info
+
+
+# --- the bad-input campaign: mistakes through the real entry points ---------------------
+
+def prepare(name, *args):
+    return run([sys.executable, os.path.join(ROOT, "data", name, "prepare.py"), *args])
+
+
+def sweep(path, *args):
+    return run([sys.executable, os.path.join(ROOT, "bench", "sweep.py"), path, *args])
+
+
+@pytest.fixture(scope="module")
+def campaign(char_data, tmp_path_factory):
+    """Files the mistakes need: a finished run, a config with a typo, short and foreign data."""
+    base = tmp_path_factory.mktemp("campaign")
+    run_dir = base / "run"
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={run_dir}", "--max_iters=4").returncode == 0
+    (base / "typo.py").write_text("learning_rat = 1e-3\n")
+    (base / "wrongtype.py").write_text("batch_size = 'large'\n")
+    (base / "short").mkdir()
+    for split in ("train", "val"):  # 10 tokens: shorter than any block
+        (base / "short" / f"{split}.bin").write_bytes(bytes(20))
+    (base / "foreign").mkdir()
+    for split in ("train", "val"):  # GPT-2-sized ids where meta.pkl says 3 characters
+        np.full(4096, 60000, dtype=np.uint16).tofile(base / "foreign" / f"{split}.bin")
+    (base / "bad_sweep.py").write_text('name = "x"\nconfigs = ["config/train_shakespeare_char.py"]\nseedz = [1]\n')
+    (base / "othervocab").mkdir()  # a char dataset with another alphabet than the run's
+    for split in ("train", "val"):
+        np.arange(4096, dtype=np.uint16).__mod__(100).astype(np.uint16).tofile(base / "othervocab" / f"{split}.bin")
+    with open(base / "othervocab" / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": 100, "stoi": {}, "itos": {}}, f)
+    return base
+
+
+def mistakes(data, c):
+    """(what the user did, the entry point's result, words the one-line error must contain)"""
+    base = [*TINY, f"--data_dir={data}", f"--out_dir={c}/scratch", "--max_iters=2"]
+    run_dir = f"{c}/run"
+    resume = [*TINY, f"--data_dir={data}", f"--out_dir={run_dir}", "--init_from=resume", "--max_iters=8"]
+    return [
+        ("unknown key in a config file", lambda: run_train(f"{c}/typo.py", *base), ["learning_rat", "learning_rate"]),
+        ("unknown key on the CLI", lambda: run_train(*base, "--bach_size=4"), ["bach_size", "batch_size"]),
+        ("wrong type on the CLI", lambda: run_train(*base, "--n_layer=2.5"), ["n_layer must be int"]),
+        ("wrong type in a config file", lambda: run_train(f"{c}/wrongtype.py", *base), ["batch_size must be int"]),
+        ("malformed argument", lambda: run_train(*base, "max_iters=3"), ["malformed argument"]),
+        ("bad block type", lambda: run_train(*base, "--block_types=tp,sdp"), ["unknown block type 'sdp'"]),
+        ("pattern not tiling n_layer", lambda: run_train(*base, "--block_types=tp,tp,spd"), ["does not tile n_layer=4"]),
+        ("n_head not divisible by tp_size", lambda: run_train(*base, "--tp_size=3"), ["n_head=4", "tp_size=3"]),
+        ("n_embd not divisible by n_head", lambda: run_train(*base, "--n_embd=30"), ["n_embd=30", "n_head=4"]),
+        ("loss rate out of range", lambda: run_train(*base, "--loss_model=bernoulli", "--loss_rate=1.5"),
+         ["loss_rate=1.5"]),
+        ("unknown preset", lambda: run_train(*base, "--loss_model=gilbert_elliott", "--ge_preset=wifi"),
+         ["ge_preset='wifi'", "bursty"]),
+        ("a lossy link with one rank", lambda: run_train(*base, "--loss_model=bernoulli", "--tp_size=1"),
+         ["needs tp_size > 1"]),
+        ("bad choice of value", lambda: run_train(*base, "--nonfinite=ignore"), ["nonfinite='ignore'", "'skip'"]),
+        ("missing data directory", lambda: run_train(*base, f"--data_dir={c}/nowhere"),
+         ["train.bin not found", "prepare.py"]),
+        ("train.bin shorter than block_size", lambda: run_train(*base, f"--data_dir={c}/short"),
+         ["10 tokens", "block_size+1=33"]),
+        ("data from another tokenizer", lambda: run_train(*base, f"--data_dir={c}/foreign"),
+         ["token id 60000", "another tokenizer"]),
+        ("vocab size mismatch between meta.pkl and the checkpoint",
+         lambda: run_train(*resume, f"--data_dir={c}/othervocab"), ["vocab_size=", "vocab_size=100"]),
+        ("resume with no checkpoint", lambda: run_train(*base, "--init_from=resume"), ["does not exist"]),
+        ("resume with a different model shape", lambda: run_train(*resume, "--n_layer=8"),
+         ["n_layer=4", "n_layer=8"]),
+        ("a new run over a checkpoint", lambda: run_train(*TINY, f"--data_dir={data}", f"--out_dir={run_dir}"),
+         ["ckpt.pt exists", "--init_from=resume"]),
+        ("non-existent config file", lambda: run_train("config/train_gpt3.py"), ["train_gpt3.py", "does not exist"]),
+        ("dist mode without torchrun", lambda: run_train(*base, "--tp_mode=dist"), ["torchrun"]),
+        ("CUDA asked for on a CPU machine", lambda: run_train(*base, "--device=cuda"), ["CUDA is not available"]),
+        ("too small packets", lambda: run_train(*base, "--loss_model=bernoulli", "--packet_bytes=2"),
+         ["packet_bytes=2"]),
+        ("prepare: missing input", lambda: prepare("shakespeare_char", "--input", f"{c}/none.txt"), ["none.txt"]),
+        ("prepare: bad val fraction", lambda: prepare("shakespeare", "--val_fraction=1.5"), ["--val_fraction=1.5"]),
+        ("prepare: unsupported file type", lambda: prepare("openwebtext", "--files", f"{c}/typo.py"), [".py"]),
+        ("sweep: non-existent sweep file", lambda: sweep(f"{c}/none.py"), ["none.py", "does not exist"]),
+        ("sweep: unknown key", lambda: sweep(f"{c}/bad_sweep.py"), ["seedz"]),
+    ]
+
+
+def test_bad_input_campaign(char_data, campaign):
+    cases = mistakes(char_data, campaign)
+    assert len(cases) >= 20
+    if torch.cuda.is_available():  # on a GPU machine asking for CUDA is no mistake
+        cases = [case for case in cases if "CUDA" not in case[0]]
+    for what, attempt, needles in cases:
+        result = attempt()
+        try:
+            assert_one_line_error(result, *needles)
+        except AssertionError as e:
+            raise AssertionError(f"{what}: {e}") from None
