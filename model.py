@@ -161,11 +161,12 @@ class RowParallelLinear(nn.Module):
 
 class CausalSelfAttention(nn.Module):
 
-    def __init__(self, config, ranks):
+    def __init__(self, config, ranks, layers):
         super().__init__()
         C, T = config.n_embd, config.tp_size
-        self.c_attn = ColumnParallelLinear(C, 3 * C, T, ranks, config.bias, groups=3)  # q, k, v by heads
-        self.c_proj = RowParallelLinear(C, C, T, ranks, config.bias)
+        column, row = layers
+        self.c_attn = column(C, 3 * C, T, ranks, config.bias, groups=3)  # q, k, v sharded by heads
+        self.c_proj = row(C, C, T, ranks, config.bias)
         self.heads_per_rank = config.n_head // T
         self.head_size = C // config.n_head
         self.dropout = config.dropout
@@ -187,12 +188,13 @@ class CausalSelfAttention(nn.Module):
 
 class MLP(nn.Module):
 
-    def __init__(self, config, ranks):
+    def __init__(self, config, ranks, layers):
         super().__init__()
         C, T = config.n_embd, config.tp_size
-        self.c_fc = ColumnParallelLinear(C, 4 * C, T, ranks, config.bias)
+        column, row = layers
+        self.c_fc = column(C, 4 * C, T, ranks, config.bias)
         self.gelu = nn.GELU()
-        self.c_proj = RowParallelLinear(4 * C, C, T, ranks, config.bias)
+        self.c_proj = row(4 * C, C, T, ranks, config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -209,16 +211,16 @@ def _state(b, d):
 
 class Block(nn.Module):
 
-    def __init__(self, config, index, ranks):
+    def __init__(self, config, index, ranks, layers):
         super().__init__()
         # With one rank every block is the dense block: sync after each sublayer
         # (a sync over one rank is the identity) keeps the dense summation order.
         self.kind = config.block_types[index] if config.tp_size > 1 else "tp"
         self.index = index
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config, ranks)
+        self.attn = CausalSelfAttention(config, ranks, layers)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config, ranks)
+        self.mlp = MLP(config, ranks, layers)
 
     def forward(self, b, d, comm):
         # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None
@@ -273,8 +275,9 @@ def model_args_from(config, vocab_size):
 
 
 class GPT(nn.Module):
+    """layers: the (column, row) parallel linear classes; megatron_shim.py offers megatron-core's."""
 
-    def __init__(self, config, comm=None):
+    def __init__(self, config, comm=None, layers=(ColumnParallelLinear, RowParallelLinear)):
         super().__init__()
         self.config = config
         if comm is None and config.tp_mode == "dist" and config.tp_size > 1:
@@ -285,7 +288,7 @@ class GPT(nn.Module):
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
             drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config, i, ranks) for i in range(config.n_layer)]),
+            h=nn.ModuleList([Block(config, i, ranks, layers) for i in range(config.n_layer)]),
             ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

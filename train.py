@@ -35,7 +35,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import configurator
 import checkpoint as ckpt
 from comms import LossyLink, LosslessLink, TPComm, make_link, process_grid, report_failed_collectives
-from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device
+import megatron_shim
+from model import (GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from,
+                   peak_flops_per_device)
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -67,6 +69,7 @@ bias = True
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+tp_backend = "native"  # 'native', 'megatron' (megatron-core's layers; tp_mode='dist'), 'auto'
 # lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
 loss_rate = 0.0  # bernoulli: probability that a packet is lost
@@ -109,6 +112,7 @@ try:
     configurator.check_choice(_config, "dtype", ("auto", "float32", "bfloat16", "float16"))
     configurator.check_choice(_config, "backend", ("auto", "nccl", "gloo"))
     configurator.check_choice(_config, "nonfinite", ("stop", "skip"))
+    configurator.check_choice(_config, "tp_backend", ("native", "megatron", "auto"))
     for _key in ("eval_interval", "log_interval", "eval_iters", "batch_size", "gradient_accumulation_steps",
                  "dist_timeout_s"):
         if _config[_key] < 1:
@@ -254,7 +258,25 @@ if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 pla
 if init_from == "scratch" and not eval_only and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
     fail(f"{os.path.join(out_dir, 'ckpt.pt')} exists: continue that run with --init_from=resume, "
          f"or train into another --out_dir (a new run never overwrites a checkpoint)")
-model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank)).to(device)
+# the layers' implementation: native (model.py) or megatron-core's (megatron_shim.py)
+real_tp = tp_mode == "dist" and tp_size > 1
+if tp_backend == "auto":
+    use_megatron = real_tp and megatron_shim.available()
+    backend_why = ("auto: megatron-core is installed" if use_megatron else
+                   "auto: megatron-core is not installed" if real_tp else "auto: megatron needs tp_mode='dist'")
+else:
+    use_megatron, backend_why = tp_backend == "megatron", f"tp_backend={tp_backend!r}"
+    if use_megatron and not real_tp:
+        fail(f"tp_backend='megatron' needs tp_mode='dist' and tp_size > 1 (this run: tp_mode={tp_mode!r}, "
+             f"tp_size={tp_size}); the native backend simulates TP in one process")
+layers = (ColumnParallelLinear, RowParallelLinear)
+if use_megatron:
+    try:
+        layers = megatron_shim.linear_factory(tp_group, device)
+    except megatron_shim.BackendError as e:
+        fail(e)
+backend_line = f"{'megatron-core' if use_megatron else 'native'} ({backend_why})"
+model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank), layers).to(device)
 raw_model, comm = model, model.comm
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
@@ -314,7 +336,8 @@ if master_process:
             f.writelines(kept)
         os.replace(log_path + ".tmp", log_path)
     print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | blocks: {pattern} | "
-          f"sync points: {raw_model.sync_points} per pass | loss model: {comm.link.describe()} | "
+          f"sync points: {raw_model.sync_points} per pass | backend: {backend_line} | "
+          f"loss model: {comm.link.describe()} | "
           f"params: {n_params / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"device: {device} {dtype} compile={compile} | seed: {seed}")
     if "unigram_val_loss" in meta:
