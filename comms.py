@@ -316,7 +316,7 @@ class LossyLink:
         TP group's links in `sim` data parallelism, every rank's incoming links in `dist`.
         """
         keys = list(self.sent)
-        points = list(dict.fromkeys(p for p, _ in keys))
+        points = sorted({p for p, _ in keys}, key=_model_order)  # the same rows on every process
         rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
                 **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
         sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
@@ -346,6 +346,12 @@ class LossyLink:
             for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
                 record[f"{key}_{direction}"] = stats[direction][key]
         return record
+
+
+def _model_order(point):
+    """Sort key of a sync point name in forward order: h0.attn, h0.mlp, h1.attn, ..., exit."""
+    layer, _, sublayer = point.partition(".")
+    return (int(layer[1:]), sublayer != "attn") if layer[1:].isdigit() else (math.inf, point)
 
 
 def _collective_device():

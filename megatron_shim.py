@@ -37,6 +37,20 @@ def available():
     return importlib.util.find_spec("megatron") is not None and importlib.util.find_spec("megatron.core") is not None
 
 
+def choose(tp_backend, tp_mode, tp_size):
+    """(use megatron-core?, why) for train.py's tp_backend key; BackendError for a request that cannot be met."""
+    real_tp = tp_mode == "dist" and tp_size > 1
+    if tp_backend == "auto":
+        if not real_tp:
+            return False, "auto: megatron needs tp_mode='dist'"
+        return (True, "auto: megatron-core is installed") if available() else \
+            (False, "auto: megatron-core is not installed")
+    if tp_backend == "megatron" and not real_tp:
+        raise BackendError(f"tp_backend='megatron' needs tp_mode='dist' and tp_size > 1 (this run: "
+                           f"tp_mode={tp_mode!r}, tp_size={tp_size}); the native backend simulates TP in one process")
+    return tp_backend == "megatron", f"tp_backend={tp_backend!r}"
+
+
 def _megatron():
     """The parts of megatron-core used here, or BackendError with the install command."""
     if not available():

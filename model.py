@@ -109,10 +109,9 @@ class ColumnParallelLinear(nn.Module):
             return torch.bmm(x, self.weight.transpose(1, 2))
         return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
 
-    def shard(self, full, ranks=None):
-        """Cut this layer's shards from a full dense weight (out, in) or bias (out,)."""
-        ranks = self.ranks if ranks is None else ranks
-        T, g = self.tp_size, self.groups
+    def shard(self, full):
+        """Cut this process's shards from a full dense weight (out, in) or bias (out,)."""
+        ranks, T, g = self.ranks, self.tp_size, self.groups
         blocks = full.reshape(g, T, self.out_features // (g * T), -1)[:, ranks]  # (g, R, out/(gT), in)
         return blocks.transpose(0, 1).reshape(len(ranks), self.out_features // T, *full.shape[1:])
 
@@ -147,11 +146,10 @@ class RowParallelLinear(nn.Module):
             return torch.bmm(x, self.weight.transpose(1, 2))
         return torch.baddbmm(self.bias / self.tp_size, x, self.weight.transpose(1, 2))
 
-    def shard(self, full, ranks=None):
-        ranks = self.ranks if ranks is None else ranks
+    def shard(self, full):
         if full.dim() == 1:
             return full  # the bias is replicated
-        return full.reshape(self.out_features, self.tp_size, -1)[:, ranks].transpose(0, 1)
+        return full.reshape(self.out_features, self.tp_size, -1)[:, self.ranks].transpose(0, 1)
 
     def unshard(self, shards):
         if shards.dim() == 1:

@@ -258,23 +258,11 @@ if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 pla
 if init_from == "scratch" and not eval_only and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
     fail(f"{os.path.join(out_dir, 'ckpt.pt')} exists: continue that run with --init_from=resume, "
          f"or train into another --out_dir (a new run never overwrites a checkpoint)")
-# the layers' implementation: native (model.py) or megatron-core's (megatron_shim.py)
-real_tp = tp_mode == "dist" and tp_size > 1
-if tp_backend == "auto":
-    use_megatron = real_tp and megatron_shim.available()
-    backend_why = ("auto: megatron-core is installed" if use_megatron else
-                   "auto: megatron-core is not installed" if real_tp else "auto: megatron needs tp_mode='dist'")
-else:
-    use_megatron, backend_why = tp_backend == "megatron", f"tp_backend={tp_backend!r}"
-    if use_megatron and not real_tp:
-        fail(f"tp_backend='megatron' needs tp_mode='dist' and tp_size > 1 (this run: tp_mode={tp_mode!r}, "
-             f"tp_size={tp_size}); the native backend simulates TP in one process")
-layers = (ColumnParallelLinear, RowParallelLinear)
-if use_megatron:
-    try:
-        layers = megatron_shim.linear_factory(tp_group, device)
-    except megatron_shim.BackendError as e:
-        fail(e)
+try:  # the layers' implementation: native (model.py) or megatron-core's (megatron_shim.py)
+    use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_mode, tp_size)
+    layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
+except megatron_shim.BackendError as e:
+    fail(e)
 backend_line = f"{'megatron-core' if use_megatron else 'native'} ({backend_why})"
 model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank), layers).to(device)
 raw_model, comm = model, model.comm
