@@ -6,6 +6,7 @@ Output format (nanoGPT's): train.bin / val.bin are flat uint16 token ids; a
 char-level dataset also writes meta.pkl with vocab_size, stoi and itos.
 """
 
+import argparse
 import fnmatch
 import glob
 import hashlib
@@ -156,3 +157,21 @@ def output_dir(args_out_dir, default):
 def split_and_save(train_ids, val_ids, out_dir):
     write_tokens(train_ids, os.path.join(out_dir, "train.bin"))
     write_tokens(val_ids, os.path.join(out_dir, "val.bin"))
+
+
+def text_arguments(description, argv=None):
+    """The command line of the Shakespeare prepare scripts: --input, --out_dir, --val_fraction."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--input", nargs="+", help="local text files or directories instead of the complete works")
+    parser.add_argument("--out_dir", default="", help="where to write (default: next to the script)")
+    parser.add_argument("--val_fraction", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    if not 0.0 < args.val_fraction < 1.0:
+        fail(f"--val_fraction={args.val_fraction} must be in (0, 1)")
+    return args
+
+
+def split_ids(ids, val_fraction):
+    """The first 1 - val_fraction of the tokens for training, the rest for validation."""
+    n_train = int(len(ids) * (1 - val_fraction))
+    return ids[:n_train], ids[n_train:]

@@ -8,7 +8,6 @@ Writes train.bin and val.bin (first 90% / last 10% of the text, uint16 ids) and
 meta.pkl (vocab_size, stoi, itos, and the unigram baseline loss) next to this file.
 """
 
-import argparse
 import os
 import pickle
 import sys
@@ -16,17 +15,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import PrepareError, fail, output_dir, split_and_save, shakespeare_text, unigram_cross_entropy  # noqa: E402
+from common import (  # noqa: E402
+    PrepareError, fail, output_dir, shakespeare_text, split_and_save, split_ids, text_arguments, unigram_cross_entropy)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--input", nargs="+", help="local text files or directories instead of the complete works")
-    parser.add_argument("--out_dir", default="", help="where to write (default: next to this script)")
-    parser.add_argument("--val_fraction", type=float, default=0.1)
-    args = parser.parse_args(argv)
-    if not 0.0 < args.val_fraction < 1.0:
-        fail(f"--val_fraction={args.val_fraction} must be in (0, 1)")
+    args = text_arguments(__doc__.strip().splitlines()[0], argv)
     try:
         text, n_files = shakespeare_text(args.input)
     except PrepareError as e:
@@ -37,8 +31,7 @@ def main(argv=None):
     stoi = {ch: i for i, ch in enumerate(chars)}
     itos = {i: ch for i, ch in enumerate(chars)}
     ids = np.array([stoi[c] for c in text], dtype=np.uint16)
-    n_train = int(len(ids) * (1 - args.val_fraction))
-    train_ids, val_ids = ids[:n_train], ids[n_train:]
+    train_ids, val_ids = split_ids(ids, args.val_fraction)
     baseline = unigram_cross_entropy(train_ids, val_ids, len(chars))
 
     out = output_dir(args.out_dir, os.path.dirname(os.path.abspath(__file__)))
