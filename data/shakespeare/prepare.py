@@ -14,7 +14,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import (  # noqa: E402
-    PrepareError, fail, gpt2_encoding, output_dir, shakespeare_text, split_and_save, split_ids, text_arguments, unigram_cross_entropy)
+    PrepareError, fail, gpt2_encoding, output_dir,
+    shakespeare_text, split_and_save, split_ids, text_arguments, unigram_cross_entropy)
 
 
 def main(argv=None):
