@@ -135,7 +135,8 @@ def plots(aggregates, curves, rows, out):
     lossy = [a for a in aggregates if a["loss_model"] != "none"]
     if lossy:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        configs = sorted({a["config"] for a in lossy})
+        configs = sorted({a["config"] for a in lossy}, key=lambda c: -next(a["sync_points"] for a in lossy
+                                                                            if a["config"] == c))
         for k, config in enumerate(configs):
             color = f"C{k}"
             base = [a for a in lossless if a["config"] == config]
@@ -157,7 +158,7 @@ def plots(aggregates, curves, rows, out):
                 ax.annotate(f"{tag} {direction}", (a["loss_rate"], a["final_val_loss"]), fontsize=6,
                             xytext=(4, -8), textcoords="offset points", color=color)
         ax.set(xscale="log", xlabel="stationary packet loss rate", ylabel="final val loss",
-               title="Loss tolerance (dotted: lossless; squares: Gilbert-Elliott)")
+               title="Loss tolerance (dotted: lossless seed mean; squares: Gilbert-Elliott)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(out, "val_loss_vs_loss_rate.png"), dpi=120)
