@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.link_statistics import draw, runs, standard_error
 from comms import (BWD, FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LosslessLink, LossyLink, TPComm,
                    make_link)
 from conftest import TINY, assert_one_line_error, run_train
@@ -16,34 +17,11 @@ from model import GPT, GPTConfig
 N = 2_000_000  # packets per statistical check
 
 
-def draw(link, n_packets, messages=20, src=0, dst=1, direction=FWD):
-    """Lost flags of `messages` consecutive messages on one link, concatenated."""
-    per = n_packets // messages
-    return np.concatenate([(~link.arrived(src, dst, direction, "p", per, "cpu")).numpy() for _ in range(messages)])
-
-
-def runs(flags):
-    """Lengths of the maximal runs of True and of False, without the two cut-off end runs."""
-    change = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
-    bounds = np.concatenate([[0], change, [len(flags)]])
-    lengths, values = np.diff(bounds)[1:-1], flags[bounds[:-1]][1:-1]
-    return lengths[values], lengths[~values]
-
-
-def ge_standard_error(model, n):
-    """Standard error of the observed loss fraction of n packets of one stationary chain."""
-    lam = 1 - model.p - model.r
-    pb = model.stationary_bad
-    q = model.stationary_loss
-    var = q * (1 - q) + 2 * ((1 - model.h) - (1 - model.k)) ** 2 * pb * (1 - pb) * lam / (1 - lam)
-    return math.sqrt(var / n)
-
-
 @pytest.mark.parametrize("rate", [0.001, 0.01, 0.1, 0.5])
 def test_bernoulli_loss_rate_and_bursts_match_theory(rate):
     link = LossyLink(BernoulliLoss(rate), seed=11)
     lost = draw(link, N)
-    assert abs(lost.mean() - rate) < 4 * math.sqrt(rate * (1 - rate) / len(lost))
+    assert abs(lost.mean() - rate) < 4 * standard_error(link.model, len(lost))
     bursts, _ = runs(lost)
     # loss bursts of independent packets are geometric with mean 1/(1-q)
     assert abs(bursts.mean() - 1 / (1 - rate)) < 4 * math.sqrt(rate) / (1 - rate) / math.sqrt(len(bursts))
@@ -57,7 +35,7 @@ def test_bernoulli_loss_rate_and_bursts_match_theory(rate):
 def test_gilbert_elliott_loss_rate_matches_theory(preset):
     model = GilbertElliottLoss(*GE_PRESETS[preset])
     lost = draw(LossyLink(model, seed=12), N)
-    assert abs(lost.mean() - model.stationary_loss) < 4 * ge_standard_error(model, len(lost))
+    assert abs(lost.mean() - model.stationary_loss) < 4 * standard_error(model, len(lost))
 
 
 @pytest.mark.parametrize("preset", ["moderate", "bursty", "noisy"])

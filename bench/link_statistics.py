@@ -1,0 +1,89 @@
+"""
+The link models' loss statistics against theory: observed loss rate (with its z-score),
+mean loss-burst length, and for Gilbert-Elliott the mean bad-state and good-state run
+lengths against 1/r and 1/p, over millions of packets drawn as training draws them
+(one directed link, consecutive messages, the chain carried across messages).
+
+    python bench/link_statistics.py                   # 4M packets per model, 1,000-packet messages
+    python bench/link_statistics.py --packets 20000000 --message 700
+
+tests/test_lossy.py asserts the same quantities within 4 standard errors, with these helpers.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from comms import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
+
+
+def draw(link, n_packets, messages=20, src=0, dst=1, direction=FWD):
+    """Lost flags of `messages` consecutive messages on one link, concatenated."""
+    per = n_packets // messages
+    return np.concatenate([(~link.arrived(src, dst, direction, "p", per, "cpu")).numpy() for _ in range(messages)])
+
+
+def runs(flags):
+    """Lengths of the maximal runs of True and of False, without the two cut-off end runs."""
+    change = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
+    bounds = np.concatenate([[0], change, [len(flags)]])
+    lengths, values = np.diff(bounds)[1:-1], flags[bounds[:-1]][1:-1]
+    return lengths[values], lengths[~values]
+
+
+def standard_error(model, n):
+    """Standard error of the observed loss fraction of n packets of one stationary stream.
+
+    Bernoulli: sqrt(q (1 - q) / n). Gilbert-Elliott: the loss indicators are correlated
+    through the state, whose autocorrelation decays as lambda^t with lambda = 1 - p - r, which
+    adds 2 (h_loss - g_loss)^2 pi_b (1 - pi_b) lambda / (1 - lambda) to the per-packet variance.
+    """
+    q = model.stationary_loss
+    var = q * (1 - q)
+    if isinstance(model, GilbertElliottLoss):
+        lam, bad = 1 - model.p - model.r, model.stationary_bad
+        var += 2 * ((1 - model.h) - (1 - model.k)) ** 2 * bad * (1 - bad) * lam / (1 - lam)
+    return math.sqrt(var / n)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--packets", type=int, default=4_000_000, help="packets per model")
+    parser.add_argument("--message", type=int, default=1000, help="packets per message")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    models = {f"bernoulli {rate:g}": BernoulliLoss(rate) for rate in (0.001, 0.01, 0.1)}
+    models.update({f"GE {name}": GilbertElliottLoss(*GE_PRESETS[name]) for name in GE_PRESETS if name != "zero"})
+    messages = args.packets // args.message
+    print(f"# {messages * args.message:,} packets per model in {messages:,} messages of {args.message:,}, "
+          f"seed {args.seed}")
+    print("| model | loss rate: theory | observed | z | mean burst: theory | observed "
+          "| bad run: 1/r | observed | good run: 1/p | observed |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    worst = 0.0
+    for i, (name, model) in enumerate(models.items()):
+        seed = args.seed + 1000 * i  # a stream per model: rows sharing one seed would share their uniforms
+        link = LossyLink(model, seed=seed)
+        lost = draw(link, messages * args.message, messages)
+        z = (lost.mean() - model.stationary_loss) / standard_error(model, len(lost))
+        worst = max(worst, abs(z))
+        bursts, _ = runs(lost)
+        row = [name, f"{model.stationary_loss:.5f}", f"{lost.mean():.5f}", f"{z:+.2f}",
+               f"{model.mean_burst:.3f}", f"{bursts.mean():.3f}"]
+        if isinstance(model, GilbertElliottLoss):
+            stream = LossyLink(model, seed=seed).stream(0, 1, FWD, "cpu")
+            bad = np.concatenate([model.bad_states(args.message, stream).numpy() for _ in range(messages)])
+            bad_runs, good_runs = runs(bad)
+            row += [f"{1 / model.r:.1f}", f"{bad_runs.mean():.2f}", f"{1 / model.p:.0f}", f"{good_runs.mean():.1f}"]
+        else:
+            row += ["", "", "", ""]
+        print("| " + " | ".join(row) + " |")
+    print(f"\nlargest |z| of the observed loss rates: {worst:.2f} (|z| > 4 would fail tests/test_lossy.py)")
+
+
+if __name__ == "__main__":
+    main()
