@@ -445,6 +445,7 @@ while True:
             if save:
                 save_checkpoint(*gathered)
         saved_iter = iter_num if save else saved_iter
+        t0 = time.time()  # ms/iter, tokens/s and MFU time training steps, not evals and saves
     if iter_num >= max_iters or eval_only:
         break
 
