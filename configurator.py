@@ -24,9 +24,9 @@ class ConfigError(Exception):
     pass
 
 
-def _unknown(key, defaults, where):
+def _unknown(key, defaults, where, script):
     close = difflib.get_close_matches(key, defaults, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "; the keys are the globals at the top of train.py"
+    hint = f"; did you mean {close[0]!r}?" if close else f"; the keys are the globals at the top of {script}"
     return ConfigError(f"{where}: unknown config key {key!r}{hint}")
 
 
@@ -89,7 +89,7 @@ def _run_config_file(path):
             if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
 
 
-def configure(defaults, argv):
+def configure(defaults, argv, script="train.py"):
     """Apply config files and --key=value overrides in argv to a copy of defaults.
 
     Returns (config, explicit): the resulting dict and the set of keys that a
@@ -103,7 +103,7 @@ def configure(defaults, argv):
             if not eq or not key:
                 raise ConfigError(f"malformed argument {arg!r}: write --key=value")
             if key not in defaults:
-                raise _unknown(key, defaults, f"--{key}")
+                raise _unknown(key, defaults, f"--{key}", script)
             value = _parse_cli_value(key, raw, defaults[key])
             config[key] = check_type(key, value, defaults[key], f"--{key}")
             explicit.add(key)
@@ -112,7 +112,7 @@ def configure(defaults, argv):
         else:
             for key, value in _run_config_file(arg).items():
                 if key not in defaults:
-                    raise _unknown(key, defaults, f"config file {arg}")
+                    raise _unknown(key, defaults, f"config file {arg}", script)
                 config[key] = check_type(key, value, defaults[key], f"config file {arg}")
                 explicit.add(key)
     return config, explicit
