@@ -33,6 +33,10 @@ COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_poin
            "observed_loss_rate"]
 
 
+# keys that differ between the seeds of one setting; any other difference is another setting
+PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
+
+
 def stationary_loss(cfg):
     if cfg["loss_model"] == "bernoulli":
         return cfg["loss_rate"]
@@ -67,18 +71,21 @@ def read_run(run_dir):
                final_val_accuracy=evals[-1]["val_accuracy"] if evals else math.nan,
                tokens_per_s=statistics.median(r["tokens_per_s"] for r in steps[1:]) if len(steps) > 1 else math.nan,
                observed_loss_rate=steps[-1].get("observed_loss_rate", 0.0) if steps else math.nan)
+    # the setting is the whole resolved config but the seed: runs of one config file with
+    # another max_iters (say, from two sweeps) are not averaged together
+    row["_setting"] = json.dumps({k: v for k, v in cfg.items() if k not in PER_RUN_KEYS}, sort_keys=True)
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
 
 
 def aggregate(rows):
-    """One row per (config, setting): mean and std over seeds of the finished runs."""
+    """One row per setting (the resolved config but the seed): mean and std over seeds of the finished runs."""
     groups = {}
     for row in rows:
         if row["status"] == "done":
-            groups.setdefault((row["config"], row["setting"]), []).append(row)
+            groups.setdefault(row["_setting"], []).append(row)
     out = []
-    for (config, setting), members in groups.items():
+    for members in groups.values():
         first = members[0]
         mean = lambda key: statistics.fmean(m[key] for m in members)  # noqa: E731
         losses = [m["final_val_loss"] for m in members]
@@ -121,8 +128,7 @@ def plots(aggregates, curves, rows, out):
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for a in lossless:
-            members = [curves[r["run"]] for r in rows if r["status"] == "done" and (r["config"], r["setting"]) ==
-                       (a["config"], a["setting"])]
+            members = [curves[r["run"]] for r in rows if r["status"] == "done" and r["_setting"] == a["_setting"]]
             iters = [i for i, _ in members[0]]
             ax.plot(iters, [statistics.fmean(c[k][1] for c in members) for k in range(len(iters))], label=label(a))
         ax.set(xlabel="iteration", ylabel="val loss (mean over seeds)", title="Validation loss curves")

@@ -86,3 +86,33 @@ def test_sweep_reports_failures_and_bad_files(char_data, tmp_path):
     result = run([sys.executable, SWEEP, str(typo), "--out", str(tmp_path / "runs")])
     assert result.returncode != 0 and "unknown config key 'max_iter'" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "runs" / "typo").exists()
+
+
+def test_summary_averages_seeds_of_one_setting_only(tmp_path):
+    """Runs of one config file but another max_iters (two sweeps summarized together) are two
+    settings, each averaged over its own seeds."""
+    import configurator
+    defaults = configurator.train_defaults()
+    for iters, losses in ((600, (2.0, 2.2)), (3000, (1.5, 1.7))):
+        for seed, loss in zip((1, 2), losses):
+            run_dir = tmp_path / f"sweep{iters}" / f"shakespeare_char_24comm-s{seed}"
+            run_dir.mkdir(parents=True)
+            cfg = dict(defaults, seed=seed, max_iters=iters, out_dir=str(run_dir), block_types="tp")
+            (run_dir / "config.json").write_text(json.dumps(cfg))
+            records = [{"iter": 0, "val_loss": 4.0, "val_perplexity": 54.6, "val_accuracy": 0.1},
+                       {"iter": 1, "train_loss": 3.0, "tokens_per_s": 100.0},
+                       {"iter": 2, "train_loss": 2.9, "tokens_per_s": 100.0},
+                       {"iter": iters, "val_loss": loss, "val_perplexity": 7.0, "val_accuracy": 0.4}]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+            (run_dir / "result.json").write_text(json.dumps(
+                {"config": "config/train_shakespeare_char_24comm.py", "setting": ""}))
+    out = tmp_path / "summary"
+    result = run([sys.executable, os.path.join(ROOT, "bench", "summarize.py"), str(tmp_path / "sweep600"),
+                  str(tmp_path / "sweep3000"), "--out", str(out)])
+    assert result.returncode == 0, result.stderr
+    with open(out / "experiment_summary.csv") as f:
+        aggregates = {r["iters"]: r for r in csv.DictReader(f) if r["kind"] == "aggregate"}
+    assert set(aggregates) == {"600", "3000"}
+    assert [aggregates[k]["n"] for k in ("600", "3000")] == ["2", "2"]
+    assert abs(float(aggregates["600"]["final_val_loss"]) - 2.1) < 1e-9
+    assert abs(float(aggregates["3000"]["final_val_loss"]) - 1.6) < 1e-9
