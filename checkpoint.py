@@ -1,18 +1,21 @@
 """
-Checkpoints: one file, written atomically, in the `sim` layout; and what else a run leaves
-to trace it (run_info.json).
+Checkpoints: one file, written atomically, in the `sim` layout; resuming from it; and the
+other files a run leaves to continue and trace it (its log, run_info.json).
 
 Every sharded weight (and its AdamW moments) is stored with all TP ranks' shards
 stacked on the leading axis, as a `sim` model holds them; replicated weights once.
 A `dist` run gathers its shards into that layout before saving and cuts its own
 shard out when loading, so a checkpoint moves freely between the two modes: a
 `sim` run resumed in `dist` mode (or the other way round) continues the same run.
-The link models' states are stored per TP group, merged over the group's ranks.
+The link models' states are stored per TP group, merged over the group's ranks. What
+differs between the modes (gathering shards, cutting one out, which link streams a process
+draws from) is asked of the execution mode's object (comms.py).
 """
 
 import datetime
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import signal
@@ -22,21 +25,13 @@ import sys
 import torch
 import torch.distributed as dist
 
+import faults
+from links import LossyLink
+from model import MODEL_KEYS, GPTConfig
+
 
 class CheckpointError(Exception):
     pass
-
-
-def fault(name, rank=0):
-    """A fault the tests inject through TP_SYNC_FAULT, e.g. "nan_loss:5,exit:7@1,kill_in_save:2":
-    the number (an iteration or a save count) for `name`, or None. "@r" limits it to global rank r.
-    Never set in normal runs."""
-    for item in filter(None, os.environ.get("TP_SYNC_FAULT", "").split(",")):
-        key, _, value = item.partition(":")
-        value, _, only = value.partition("@")
-        if key == name and (not only or int(only) == rank):
-            return int(value)
-    return None
 
 
 _saves = 0
@@ -48,7 +43,7 @@ def save(checkpoint, path):
     _saves += 1
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        if fault("kill_in_save") == _saves:  # test hook: die with half the file written
+        if faults.planned("kill_in_save") == _saves:  # test hook: die with half the file written
             buffer = io.BytesIO()
             torch.save(checkpoint, buffer)
             f.write(buffer.getvalue()[:buffer.tell() // 2])
@@ -62,11 +57,13 @@ def save(checkpoint, path):
 
 def load(path, device):
     try:
-        return torch.load(path, map_location=device, weights_only=False)
+        checkpoint = torch.load(path, map_location=device, weights_only=False)
     except FileNotFoundError:
         raise CheckpointError(f"{path} does not exist") from None
     except Exception as e:  # a truncated or foreign file: say which, not a pickle traceback
         raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}: {str(e)[:80]})") from None
+    checkpoint["model_args"].pop("tp_mode", None)  # older checkpoints named the mode; the layout is the same
+    return checkpoint
 
 
 def _sharded_keys(model, optimizer):
@@ -85,73 +82,77 @@ def _moments(optim_state, indices):
 
 
 def gather(model, optimizer, comm):
-    """(model state, optimizer state) in the `sim` layout, on TP rank 0; None on other TP ranks.
-
-    `dist` mode: a collective over the TP group, called by the ranks of one group only.
-    """
+    """(model state, optimizer state) in the `sim` layout on TP rank 0; (None, None) on other TP
+    ranks. A collective over the TP group in `dist` mode, called by the ranks of one group."""
     model_state, optim_state = model.state_dict(), optimizer.state_dict()
-    if comm.mode == "sim" or comm.tp_size == 1:
-        return model_state, optim_state
     names, indices = _sharded_keys(model, optimizer)
     moments = _moments(optim_state, indices)
-    tensors = [model_state[n] for n in names] + [optim_state["state"][i][k] for i, k in moments]
-    flat = torch.cat([t.reshape(-1).float() for t in tensors])  # one message for all of them
-    parts = [torch.empty_like(flat) for _ in range(comm.tp_size)]
-    dist.all_gather(parts, flat, group=comm.group)
-    if comm.rank != 0:
+    stacked = comm.gather_shards([model_state[n] for n in names] + [optim_state["state"][i][k] for i, k in moments])
+    if stacked is None:
         return None, None
-    sizes = [t.numel() for t in tensors]
-    per_rank = [part.split(sizes) for part in parts]
-    stacked = [torch.cat([chunks[k].view_as(t) for chunks in per_rank]).to(t.dtype) for k, t in enumerate(tensors)]
-    for n, t in zip(names, stacked):
-        model_state[n] = t
+    model_state.update(zip(names, stacked))
     optim_state["state"] = {i: dict(v) for i, v in optim_state["state"].items()}  # not the live state
     for (i, k), t in zip(moments, stacked[len(names):]):
         optim_state["state"][i][k] = t
     return model_state, optim_state
 
 
-def local(model_state, optim_state, model, optimizer, comm):
-    """Cut this process's TP shard out of a `sim`-layout state (in place); `sim` mode keeps all."""
-    if comm.mode == "sim":
-        return model_state, optim_state
+def collect(model, optimizer, comm, dp_rank):
+    """What a checkpoint holds of the model, the optimizer and the network: collectives, on every
+    rank. The model and optimizer come from one TP group (the data-parallel replicas are equal),
+    the link states from every TP group, merged over the group's processes."""
+    model_state = optim_state = None
+    if dp_rank == 0:
+        model_state, optim_state = gather(model, optimizer, comm)
+    pieces = {"model": model_state, "optimizer": optim_state}
+    if comm.link.lossy:  # so a resumed run draws exactly the masks an unbroken run draws
+        states = [comm.link.state_dict()]
+        if dist.is_initialized():
+            states = [None] * dist.get_world_size()
+            dist.all_gather_object(states, comm.link.state_dict())
+        per_group = comm.processes_per_tp_group(comm.tp_size)
+        pieces["link"] = [LossyLink.merge_states(states[g:g + per_group]) for g in range(0, len(states), per_group)]
+        pieces["link_model"] = comm.link.describe()
+    return pieces
+
+
+def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device):
+    """Continue the run saved at path: load this process's part of the model, optimizer, scaler
+    and link state. Returns the checkpoint's remaining fields (iter_num, best_val_loss, ...) and
+    a note for the log, or None. CheckpointError for a missing file or another model."""
+    checkpoint = load(path, device)
+    saved, ours = GPTConfig(**checkpoint["model_args"]), model.config
+    for key in (*MODEL_KEYS, "vocab_size"):  # the same model (dropout may change)
+        if key != "dropout" and getattr(saved, key) != getattr(ours, key):
+            raise CheckpointError(f"resume: {path} has {key}={getattr(saved, key)!r}, "
+                                  f"this config has {key}={getattr(ours, key)!r}")
+    model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
     names, indices = _sharded_keys(model, optimizer)
-    r = comm.rank
     for n in names:
-        model_state[n] = model_state[n][r:r + 1]
+        model_state[n] = comm.own_shard(model_state[n])
     for i, k in _moments(optim_state, indices):
-        optim_state["state"][i][k] = optim_state["state"][i][k][r:r + 1]
-    return model_state, optim_state
+        optim_state["state"][i][k] = comm.own_shard(optim_state["state"][i][k])
+    model.load_state_dict(model_state)
+    optimizer.load_state_dict(optim_state)
+    scaler.load_state_dict(checkpoint.get("scaler", {}))
+    link, note = comm.link, None
+    if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
+        link.load_state_dict(comm.own_link_state(checkpoint["link"][dp_rank]), device)  # the streams go on
+    elif link.lossy:
+        note = f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh"
+    return checkpoint, note
 
 
-def merge_link_states(states, tp_procs):
-    """Per-process link states -> one state per TP group (its ranks' streams and summed statistics)."""
-    groups = []
-    for g in range(len(states) // tp_procs):
-        members = states[g * tp_procs:(g + 1) * tp_procs]
-        merged = {"streams": {}, "sent": {}, "lost": {}, "bursts": {}}
-        for state in members:
-            merged["streams"].update(state["streams"])
-            for key in ("sent", "lost", "bursts"):
-                for k, v in state[key].items():
-                    merged[key][k] = merged[key].get(k, 0) + v
-        groups.append(merged)
-    return groups
-
-
-def link_state_for(group_state, comm):
-    """The part of a TP group's link state that this process holds.
-
-    `dist` mode: the streams into this rank (it draws the masks of what it receives);
-    the statistics go to TP rank 0, so that sums over processes stay right.
-    """
-    if comm.mode == "sim":
-        return group_state
-    keep_stats = comm.rank == 0
-    return {"streams": {k: v for k, v in group_state["streams"].items() if k[1] == comm.rank},
-            "sent": group_state["sent"] if keep_stats else {},
-            "lost": group_state["lost"] if keep_stats else {},
-            "bursts": group_state["bursts"] if keep_stats else {}}
+def start_log(log_path, resume_iter=None):
+    """A new run starts a new log. A resumed run keeps what the interrupted run logged before
+    the checkpoint's iteration and drops the rest, which this run does again."""
+    kept = []
+    if resume_iter is not None and os.path.exists(log_path):
+        with open(log_path) as f:
+            kept = [line for line in f if line.strip() and json.loads(line)["iter"] < resume_iter]
+    with open(log_path + ".tmp", "w") as f:
+        f.writelines(kept)
+    os.replace(log_path + ".tmp", log_path)
 
 
 def describe_run(device, processes):

@@ -118,10 +118,46 @@ def configure(defaults, argv, script="train.py"):
     return config, explicit
 
 
-def check_choice(config, key, allowed):
-    """One-line error unless config[key] is one of allowed."""
-    if config[key] not in allowed:
-        raise ConfigError(f"{key}={config[key]!r}: allowed values are {', '.join(repr(a) for a in allowed)}")
+def check_choices(config, allowed):
+    """One-line error unless config[key] is one of allowed[key], for every key of allowed."""
+    for key, values in allowed.items():
+        if config[key] not in values:
+            raise ConfigError(f"{key}={config[key]!r}: allowed values are {', '.join(repr(a) for a in values)}")
+
+
+def check_ranges(config, limits):
+    """One-line error unless lowest <= config[key] <= highest for every key: (lowest, highest) in
+    limits (None: no bound). Catches here what torch or numpy would reject later with a traceback."""
+    for key, (lowest, highest) in limits.items():
+        value = config[key]
+        if (lowest is not None and value < lowest) or (highest is not None and value > highest):
+            if highest is None:
+                raise ConfigError(f"{key}={value!r} must be at least {lowest}")
+            raise ConfigError(f"{key}={value!r} must be in [{lowest}, {highest}]")
+
+
+# train.py's keys whose values are restricted beyond their type, checked before anything runs:
+# the choices of each string key, and (lowest, highest) of each number (None: no bound).
+# Model shapes (GPTConfig) and link keys (links.link_from) are checked where they are used.
+TRAIN_CHOICES = {
+    "init_from": ("scratch", "resume"), "tp_mode": ("sim", "dist"), "tp_backend": ("native", "megatron", "auto"),
+    "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
+    "nonfinite": ("stop", "skip")}
+TRAIN_RANGES = {
+    "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
+    "gradient_accumulation_steps": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
+    "warmup_iters": (0, None), "lr_decay_iters": (0, None), "seed": (0, 2 ** 64 - 1),  # numpy and torch seeds
+    "learning_rate": (0.0, None), "min_lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
+    "peak_flops": (0.0, None)}
+
+
+def check_train_config(config):
+    """ConfigError (one line) for a value of train.py's config that the run would reject later."""
+    check_choices(config, TRAIN_CHOICES)
+    check_ranges(config, TRAIN_RANGES)
+    for key in ("beta1", "beta2"):  # AdamW's own rule
+        if not 0.0 <= config[key] < 1.0:
+            raise ConfigError(f"{key}={config[key]!r} must be in [0, 1)")
 
 
 def train_defaults(train_py=None):

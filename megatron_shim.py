@@ -37,9 +37,10 @@ def available():
     return importlib.util.find_spec("megatron") is not None and importlib.util.find_spec("megatron.core") is not None
 
 
-def choose(tp_backend, tp_mode, tp_size):
-    """(use megatron-core?, why) for train.py's tp_backend key; BackendError for a request that cannot be met."""
-    real_tp = tp_mode == "dist" and tp_size > 1
+def choose(tp_backend, tp_procs, tp_size):
+    """(use megatron-core?, why) for train.py's tp_backend key; BackendError for a request that cannot be met.
+    tp_procs: processes per TP group (the execution mode's processes_per_tp_group)."""
+    real_tp = tp_procs > 1
     if tp_backend == "auto":
         if not real_tp:
             return False, "auto: megatron needs tp_mode='dist'"
@@ -47,7 +48,8 @@ def choose(tp_backend, tp_mode, tp_size):
             (False, "auto: megatron-core is not installed")
     if tp_backend == "megatron" and not real_tp:
         raise BackendError(f"tp_backend='megatron' needs tp_mode='dist' and tp_size > 1 (this run: "
-                           f"tp_mode={tp_mode!r}, tp_size={tp_size}); the native backend simulates TP in one process")
+                           f"{tp_procs} process per TP group, tp_size={tp_size}); the native backend simulates TP "
+                           f"in one process")
     return tp_backend == "megatron", f"tp_backend={tp_backend!r}"
 
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from comms import TPComm
+from comms import SimComm
 
 BLOCK_TYPES = ("tp", "spd", "parallel")
 
@@ -245,7 +245,6 @@ class GPTConfig:
     bias: bool = True  # biases in Linears and LayerNorms, like GPT-2
     tp_size: int = 1
     block_types: tuple = ("tp",)  # n_layer names; a str or a shorter unit is parsed and tiled
-    tp_mode: str = "sim"  # 'sim': this process holds all tp_size ranks; 'dist': one rank per process
 
     def __post_init__(self):
         for key in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "tp_size"):
@@ -258,13 +257,10 @@ class GPTConfig:
                              f"each TP rank owns n_head/tp_size whole heads")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
-        if self.tp_mode not in ("sim", "dist"):
-            raise ValueError(f"tp_mode={self.tp_mode!r}: allowed are 'sim' (one process simulates the TP ranks) "
-                             f"and 'dist' (one process per TP rank, under torchrun)")
         self.block_types = parse_block_types(self.block_types, self.n_layer)
 
 
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "tp_size", "block_types", "tp_mode")
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "tp_size", "block_types")
 
 
 def model_args_from(config, vocab_size):
@@ -273,14 +269,16 @@ def model_args_from(config, vocab_size):
 
 
 class GPT(nn.Module):
-    """layers: the (column, row) parallel linear classes; megatron_shim.py offers megatron-core's."""
+    """comm: the execution mode (comms.SimComm, the default, or comms.DistComm) that performs
+    every sync; layers: the (column, row) parallel linear classes (megatron_shim.py offers
+    megatron-core's)."""
 
     def __init__(self, config, comm=None, layers=(ColumnParallelLinear, RowParallelLinear)):
         super().__init__()
         self.config = config
-        if comm is None and config.tp_mode == "dist" and config.tp_size > 1:
-            raise ValueError("tp_mode='dist' needs a comms.TPComm with the TP process group")
-        self.comm = comm if comm is not None else TPComm(config.tp_size, config.tp_mode)
+        self.comm = comm if comm is not None else SimComm(config.tp_size)
+        if self.comm.tp_size != config.tp_size:
+            raise ValueError(f"the comm's tp_size={self.comm.tp_size} differs from the model's tp_size={config.tp_size}")
         ranks = self.comm.ranks  # the TP ranks whose shards this process holds
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),

@@ -55,8 +55,8 @@ except ckpt.CheckpointError as e:
     sys.exit(f"error: {e}")
 run_config = checkpoint["config"]
 
-# the model, all TP ranks in this process, lossless (the default TPComm)
-gptconf = GPTConfig(**dict(checkpoint["model_args"], tp_mode="sim", dropout=0.0))
+# the model, all TP ranks in this process, lossless (the default comms.SimComm)
+gptconf = GPTConfig(**dict(checkpoint["model_args"], dropout=0.0))
 model = GPT(gptconf)
 model.load_state_dict(checkpoint["model"])
 model.eval().to(device)

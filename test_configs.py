@@ -19,7 +19,8 @@ import torch
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 import configurator  # noqa: E402
-from comms import TPComm, make_link  # noqa: E402
+from comms import SimComm  # noqa: E402
+from links import link_from  # noqa: E402
 from model import GPT, GPTConfig, describe_pattern, model_args_from  # noqa: E402
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "config", "*.py")))
@@ -36,12 +37,11 @@ def check_config(path):
     """Run every check on one config file; return a row for the table (raises on failure)."""
     config, _ = configurator.configure(configurator.train_defaults(), [path])
     vocab_size = 50304 if config["dataset"] == "openwebtext" else 96  # char vocabularies are < 96
-    link = make_link(config["loss_model"], config["loss_rate"], config["ge_preset"],
-                     tuple(config[k] for k in ("ge_p", "ge_r", "ge_k", "ge_h")),
-                     config["loss_fwd"], config["loss_bwd"], config["packet_bytes"])
+    configurator.check_train_config(config)  # the values train.py checks before it runs
+    link = link_from(config)
     assert not (link.lossy and config["tp_size"] == 1), f"{path}: a lossy link needs tp_size > 1"
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**model_args_from(config, vocab_size)), TPComm(config["tp_size"], "sim", link))
+    model = GPT(GPTConfig(**model_args_from(config, vocab_size)), SimComm(config["tp_size"], link))
     n_params = model.get_num_params()
     if "gpt2" in os.path.basename(path):
         assert abs(n_params - GPT2_SMALL) / GPT2_SMALL < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"

@@ -21,8 +21,6 @@ import datetime
 import json
 import math
 import os
-import pickle
-import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -32,12 +30,15 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import configurator
 import checkpoint as ckpt
-from comms import LossyLink, LosslessLink, TPComm, make_link, process_grid, report_failed_collectives
+import comms
+import configurator
+import faults
 import megatron_shim
-from model import (GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from,
-                   peak_flops_per_device)
+from data.common import PrepareError, read_prepared
+from links import LossyLink, link_from
+from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from, \
+    peak_flops_per_device
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -107,18 +108,8 @@ peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in model.py
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))]
 try:
     _config, _explicit = configurator.configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
+    configurator.check_train_config(_config)  # allowed values and ranges of the keys above
     globals().update(_config)
-    configurator.check_choice(_config, "init_from", ("scratch", "resume"))
-    configurator.check_choice(_config, "dtype", ("auto", "float32", "bfloat16", "float16"))
-    configurator.check_choice(_config, "backend", ("auto", "nccl", "gloo"))
-    configurator.check_choice(_config, "nonfinite", ("stop", "skip"))
-    configurator.check_choice(_config, "tp_backend", ("native", "megatron", "auto"))
-    for _key in ("eval_interval", "log_interval", "eval_iters", "batch_size", "gradient_accumulation_steps",
-                 "dist_timeout_s"):
-        if _config[_key] < 1:
-            raise configurator.ConfigError(f"{_key}={_config[_key]} must be at least 1")
-    if max_iters < 0 or warmup_iters < 0:
-        raise configurator.ConfigError("max_iters and warmup_iters must be >= 0")
 except configurator.ConfigError as e:
     sys.exit(f"error: {e}")
 if "lr_decay_iters" not in _explicit:
@@ -138,14 +129,16 @@ def fail(message):
 
 # process grid. `sim`: every torchrun process is a data-parallel rank holding all TP
 # ranks. `dist`: TP groups of tp_size consecutive processes, data parallel across them.
+Comm = comms.MODES[tp_mode]  # the execution mode: comms.SimComm or comms.DistComm
+tp_procs = Comm.processes_per_tp_group(tp_size)  # processes per TP group
 distributed = int(os.environ.get("RANK", -1)) != -1
 if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if device.startswith("cuda") else "cpu"
 if device_type == "cuda" and not torch.cuda.is_available():
     sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
-if tp_mode == "dist" and tp_size > 1 and not distributed:
-    sys.exit(f"error: tp_mode='dist' runs one process per TP rank: launch with "
+if tp_procs > 1 and not distributed:
+    sys.exit(f"error: tp_mode={tp_mode!r} runs one process per TP rank: launch with "
              f"torchrun --nproc_per_node={tp_size} train.py ... (a multiple of tp_size={tp_size})")
 if distributed:
     if backend == "auto":
@@ -153,11 +146,10 @@ if distributed:
     timeout = datetime.timedelta(seconds=dist_timeout_s)
     dist.init_process_group(backend=backend, timeout=timeout)
     rank, local_rank, world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
-    tp_procs = tp_size if tp_mode == "dist" else 1  # processes per TP group
     if world % tp_procs:
-        fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode='dist' needs whole TP groups")
-    tp_rank, dp_rank, dp_world, tp_group, dp_group = process_grid(tp_procs, timeout)
-    report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
+        fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
+    tp_rank, dp_rank, dp_world, tp_group, dp_group = comms.process_grid(tp_procs, timeout)
+    comms.report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
@@ -193,24 +185,11 @@ ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=de
 
 # data: nanoGPT's flat uint16 token files
 data_dir = data_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
-for split in ("train", "val"):
-    path = os.path.join(data_dir, f"{split}.bin")
-    if not os.path.exists(path):
-        fail(f"{path} not found: run python data/{dataset}/prepare.py first")
-    n_tokens = os.path.getsize(path) // 2
-    if n_tokens <= block_size:
-        fail(f"{path} has {n_tokens} tokens, fewer than block_size+1={block_size + 1}")
-meta_path = os.path.join(data_dir, "meta.pkl")
-meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
+try:
+    meta = read_prepared(data_dir, dataset, block_size)  # meta.pkl of a char-level dataset, else {}
+except PrepareError as e:
+    fail(e)
 meta_vocab_size = meta.get("vocab_size")
-for split in ("train", "val"):  # a file tokenized for another vocabulary fails here, not in an embedding
-    data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
-    largest = int(max(data[:1 << 20].max(), data[-(1 << 20):].max()))
-    if largest >= (meta_vocab_size or 50257):
-        fail(f"{os.path.join(data_dir, split + '.bin')} holds token id {largest} but the vocabulary has "
-             f"{meta_vocab_size or 50257} tokens ({'meta.pkl' if meta_vocab_size else 'GPT-2 BPE'}): "
-             f"prepared with another tokenizer? Run python data/{dataset}/prepare.py again")
-
 
 def get_batch(split, step, micro_step):
     """Batch `micro_step` of step `step` for this data-parallel rank (every TP rank of a group
@@ -237,96 +216,60 @@ def get_batch(split, step, micro_step):
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
 model_args = model_args_from(config, vocab_size=meta_vocab_size or 50304)  # 50304: GPT-2's, padded
-
-
-def link_for(purpose):
-    """The network of this TP group (one per data-parallel rank): for training or for eval."""
-    return make_link(loss_model, loss_rate, ge_preset, (ge_p, ge_r, ge_k, ge_h), loss_fwd, loss_bwd,
-                     packet_bytes, seed, tp_group=dp_rank, purpose=purpose)
-
-
 try:
     gptconf = GPTConfig(**model_args)
-    link = link_for(purpose=0)
+    link = link_from(config, tp_group=dp_rank)  # the network of this TP group (one per data-parallel rank)
     if link.lossy and tp_size == 1:
         raise ValueError(f"loss_model={loss_model!r} needs tp_size > 1: with one rank no message crosses a link")
-except ValueError as e:
+    use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
+    layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
+except (ValueError, megatron_shim.BackendError) as e:
     fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
-    ge_p, ge_r, ge_k, ge_h = link.model.p, link.model.r, link.model.k, link.model.h
-    config.update(ge_p=ge_p, ge_r=ge_r, ge_k=ge_k, ge_h=ge_h)
-if init_from == "scratch" and not eval_only and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
-    fail(f"{os.path.join(out_dir, 'ckpt.pt')} exists: continue that run with --init_from=resume, "
+    config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
+ckpt_path = os.path.join(out_dir, "ckpt.pt")
+if init_from == "scratch" and not eval_only and os.path.exists(ckpt_path):
+    fail(f"{ckpt_path} exists: continue that run with --init_from=resume, "
          f"or train into another --out_dir (a new run never overwrites a checkpoint)")
-try:  # the layers' implementation: native (model.py) or megatron-core's (megatron_shim.py)
-    use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_mode, tp_size)
-    layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
-except megatron_shim.BackendError as e:
-    fail(e)
-backend_line = f"{'megatron-core' if use_megatron else 'native'} ({backend_why})"
-model = GPT(gptconf, TPComm(tp_size, tp_mode, link, group=tp_group, rank=tp_rank), layers).to(device)
-raw_model, comm = model, model.comm
+comm = Comm(tp_size, link, group=tp_group, rank=tp_rank)
+model = GPT(gptconf, comm, layers).to(device)
+raw_model = model
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
-if init_from == "resume":  # a checkpoint of either mode; see checkpoint.py
-    ckpt_path = os.path.join(out_dir, "ckpt.pt")
-    if not os.path.exists(ckpt_path):
-        fail(f"init_from='resume' but {ckpt_path} does not exist")
+if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
     try:
-        checkpoint = ckpt.load(ckpt_path, device)
+        resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device)
     except ckpt.CheckpointError as e:
         fail(e)
-    saved = GPTConfig(**checkpoint["model_args"])
-    for key in model_args:  # the same model, or a clear error (dropout and the TP mode may change)
-        if key not in ("dropout", "tp_mode") and getattr(saved, key) != getattr(gptconf, key):
-            fail(f"resume: {ckpt_path} has {key}={getattr(saved, key)!r}, "
-                 f"this config has {key}={getattr(gptconf, key)!r}")
-    model_state, optim_state = ckpt.local(checkpoint["model"], checkpoint["optimizer"], model, optimizer, comm)
-    model.load_state_dict(model_state)
-    optimizer.load_state_dict(optim_state)
-    scaler.load_state_dict(checkpoint.get("scaler", {}))
-    iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
-    skipped_steps = checkpoint.get("skipped_steps", 0)
-    if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
-        link.load_state_dict(ckpt.link_state_for(checkpoint["link"][dp_rank], comm), device)  # streams go on
-    elif link.lossy and master_process:
-        print(f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh")
-    checkpoint = model_state = optim_state = None  # free memory
-
+    iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
+    if note and master_process:
+        print(note)
+    resumed = None  # free memory
+if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
+    faults.install(raw_model, rank, lambda: iter_num)
 if compile:
     model = torch.compile(model)
 if dp_world > 1:  # gradients averaged over the data-parallel group only
     model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=dp_group)
 
-n_params = raw_model.get_num_params()
 pattern = describe_pattern(gptconf.block_types)
 if tp_size == 1:
     pattern += " (tp_size=1: every block is the dense block)"
-if not wandb_run_name:
-    wandb_run_name = f"{dataset}-{raw_model.sync_points}comm"
+wandb_run_name = wandb_run_name or f"{dataset}-{raw_model.sync_points}comm"
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
-
 run_info = ckpt.describe_run(device, world)
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
     if not eval_only:
-        with open(os.path.join(out_dir, "config.json"), "w") as f:
-            json.dump(config, f, indent=2)
-        with open(os.path.join(out_dir, "run_info.json"), "w") as f:
-            json.dump(run_info, f, indent=2)
-        kept = []
-        if init_from == "resume" and os.path.exists(log_path):
-            # drop what the interrupted run logged after its checkpoint: this run redoes those steps
-            with open(log_path) as f:
-                kept = [line for line in f if line.strip() and json.loads(line)["iter"] < iter_num]
-        with open(log_path + ".tmp", "w") as f:  # a new run starts a new log
-            f.writelines(kept)
-        os.replace(log_path + ".tmp", log_path)
-    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | blocks: {pattern} | "
-          f"sync points: {raw_model.sync_points} per pass | backend: {backend_line} | "
-          f"loss model: {comm.link.describe()} | "
-          f"params: {n_params / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
+        for name, content in (("config.json", config), ("run_info.json", run_info)):
+            with open(os.path.join(out_dir, name), "w") as f:
+                json.dump(content, f, indent=2)
+        ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
+    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
+          f"blocks: {pattern} | sync points: {raw_model.sync_points} per pass | "
+          f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
+          f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"device: {device} {dtype} compile={compile} | seed: {seed}")
     if "unigram_val_loss" in meta:
         print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
@@ -336,27 +279,25 @@ if master_process:
 def estimate_metrics():
     """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks.
 
-    The network is lossless during eval unless loss_eval; then a fresh eval link gives
-    every eval the same masks, and training's streams are left untouched.
+    The network is lossless during eval unless loss_eval; then the link's own eval streams,
+    fresh at every eval, give every eval the same masks (comms.TPComm.evaluating).
     """
     model.eval()
-    train_link = comm.link
-    comm.link = link_for(purpose=1) if loss_eval else LosslessLink()
     out = {}
-    for split in ("train", "val"):
-        totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
-        for k in range(dp_rank, eval_iters, dp_world):
-            X, Y = get_batch(split, None, k)
-            with ctx:
-                logits, loss = model(X, Y)
-            totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
-                                   torch.tensor(float(Y.numel()), device=device)])
-        if distributed:  # counted once per TP group: by its rank 0, whose logits `sim` mode reports
-            totals *= tp_rank == 0
-            dist.all_reduce(totals)
-        out[f"{split}_loss"] = totals[0].item() / eval_iters
-        out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
-    comm.link = train_link
+    with comm.evaluating(lossy=loss_eval):
+        for split in ("train", "val"):
+            totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
+            for k in range(dp_rank, eval_iters, dp_world):
+                X, Y = get_batch(split, None, k)
+                with ctx:
+                    logits, loss = model(X, Y)
+                totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
+                                       torch.tensor(float(Y.numel()), device=device)])
+            if distributed:  # counted once per TP group: by its rank 0, whose logits `sim` mode reports
+                totals *= tp_rank == 0
+                dist.all_reduce(totals)
+            out[f"{split}_loss"] = totals[0].item() / eval_iters
+            out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
     model.train()
     return out
 
@@ -380,34 +321,6 @@ def log(record):
         wandb.log(record, step=iter_num)
 
 
-def gather_for_checkpoint():
-    """Model and optimizer in the `sim` layout, and every TP group's link state: collectives,
-    on every rank. Returns None except on the process that saves."""
-    model_state = optim_state = link_states = None
-    if dp_rank == 0:  # the data-parallel replicas are equal: one TP group gathers
-        model_state, optim_state = ckpt.gather(raw_model, optimizer, comm)
-    if link.lossy:
-        states = [link.state_dict()]
-        if distributed:
-            states = [None] * world
-            dist.all_gather_object(states, link.state_dict())
-        link_states = ckpt.merge_link_states(states, tp_size if tp_mode == "dist" else 1)
-    return model_state, optim_state, link_states
-
-
-def save_checkpoint(model_state, optim_state, link_states):
-    """Write out_dir/ckpt.pt atomically: a kill mid-save leaves the previous checkpoint intact."""
-    checkpoint = {"model": model_state, "optimizer": optim_state, "scaler": scaler.state_dict(),
-                  "model_args": model_args, "iter_num": iter_num, "best_val_loss": best_val_loss, "config": config,
-                  "skipped_steps": skipped_steps, "run_info": run_info}
-    if link.lossy:  # every TP group's link state, so a resumed run draws the same masks
-        checkpoint["link_model"] = link.describe()
-        checkpoint["link"] = link_states
-    path = os.path.join(out_dir, "ckpt.pt")
-    ckpt.save(checkpoint, path)
-    print(f"saved checkpoint to {path}")
-
-
 if wandb_log and master_process:
     try:
         import wandb
@@ -419,7 +332,7 @@ wandb_log = wandb_log and master_process
 # training loop
 model.train()
 t_start = t0 = time.time()
-running_mfu = -1.0
+running_mfu = None  # a moving average, once the loop has settled
 local_iter_num = 0  # iterations run by this process (MFU needs a few to settle)
 saved_iter, consecutive_skips = (iter_num if init_from == "resume" else None), 0
 while True:
@@ -435,25 +348,24 @@ while True:
                  f"(iteration {saved_iter}) is kept")
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
-        gathered = gather_for_checkpoint() if save else None
+        pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank) if save else None  # collectives
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
             log({"train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
                  "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
                  "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
-            if save:
-                save_checkpoint(*gathered)
+            if save:  # atomic: a kill mid-save leaves the previous checkpoint intact
+                ckpt.save({**pieces, "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
+                           "best_val_loss": best_val_loss, "config": config, "skipped_steps": skipped_steps,
+                           "run_info": run_info}, ckpt_path)
+                print(f"saved checkpoint to {ckpt_path}")
         saved_iter = iter_num if save else saved_iter
         t0 = time.time()  # ms/iter, tokens/s and MFU time training steps, not evals and saves
     if iter_num >= max_iters or eval_only:
         break
 
     # forward, backward and update, with gradient accumulation
-    if ckpt.fault("exit", rank) == iter_num:  # test hooks (TP_SYNC_FAULT): a rank dies, or hangs
-        os.kill(os.getpid(), signal.SIGKILL)
-    if ckpt.fault("hang", rank) == iter_num:
-        time.sleep(10 ** 6)
     torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num))  # dropout masks of this step
     comm.counter.reset()
     for micro_step in range(gradient_accumulation_steps):
@@ -463,8 +375,6 @@ while True:
         with ctx:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
-            if ckpt.fault("nan_loss", rank) == iter_num:
-                loss = loss * float("nan")
         scaler.scale(loss).backward()
     comm.reduce_replicated_grads(raw_model.parameters())  # `dist`: sum replicated grads over the TP group
     scaler.unscale_(optimizer)
@@ -505,13 +415,13 @@ while True:
         lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
         if local_iter_num >= 5 and peak:  # let the training loop settle a bit
             mfu = raw_model.estimate_mfu(tokens_per_iter / world, dt, peak)  # per process, per device
-            running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
+            running_mfu = mfu if running_mfu is None else 0.9 * running_mfu + 0.1 * mfu
         lost = "" if stats is None else (f", lost {stats['fwd']['observed_loss_rate']:.3%} fwd "
                                          f"{stats['bwd']['observed_loss_rate']:.3%} bwd")
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms, "
-              f"tok/s {tokens_per_iter / dt:,.0f}, mfu {running_mfu * 100:.2f}%{lost}")
+              f"tok/s {tokens_per_iter / dt:,.0f}, mfu {'n/a' if running_mfu is None else f'{running_mfu:.2%}'}{lost}")
         log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
-             "mfu": running_mfu if running_mfu >= 0 else None, "syncs_measured": measured_syncs,
+             "mfu": running_mfu, "syncs_measured": measured_syncs,
              "grad_norm": grad_norm if math.isfinite(grad_norm) else None, "skipped_steps": skipped_steps,
              **(LossyLink.record(stats) if stats else {})})
     iter_num += 1

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from comms import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
+from links import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
 
 
 def draw(link, n_packets, messages=20, src=0, dst=1, direction=FWD):

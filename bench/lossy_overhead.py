@@ -21,10 +21,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
-from comms import FWD, TPComm, make_link  # noqa: E402
+from comms import SimComm  # noqa: E402
+from links import FWD, link_from  # noqa: E402
 from model import GPT, GPTConfig, model_args_from  # noqa: E402
 
-SETTINGS = {  # name -> make_link arguments
+SETTINGS = {  # name -> link config keys (links.link_from)
     "lossless": dict(loss_model="none"),
     "bernoulli 1%": dict(loss_model="bernoulli", loss_rate=0.01),
     "GE bursty": dict(loss_model="gilbert_elliott", ge_preset="bursty"),
@@ -44,8 +45,8 @@ def step_times(args):
     entries = {}
     for name, kwargs in SETTINGS.items():
         torch.manual_seed(0)
-        link = make_link(**kwargs, seed=0, packet_bytes=config["packet_bytes"])
-        model = GPT(GPTConfig(**model_args_from(config, vocab)), TPComm(config["tp_size"], "sim", link)).to(args.device)
+        link = link_from({**kwargs, "seed": 0, "packet_bytes": config["packet_bytes"]})
+        model = GPT(GPTConfig(**model_args_from(config, vocab)), SimComm(config["tp_size"], link)).to(args.device)
         g = torch.Generator().manual_seed(0)
         x = torch.randint(vocab, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
         optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), device_type)
@@ -91,7 +92,7 @@ def mask_throughput(args):
     for n_packets, messages in ((1_000_000, 4), (700, 2000)):
         rates = {}
         for name, kwargs in list(SETTINGS.items())[1:]:
-            link = make_link(**kwargs, seed=0)
+            link = link_from({**kwargs, "seed": 0})
             link.arrived(0, 1, FWD, "p", n_packets, args.device)  # create the stream
             samples = []
             for _ in range(args.rounds):

@@ -7,7 +7,7 @@ the collectives cost, and what that projects to for GPT-2 124M with TP=2 across 
 
 1. Measured: dense (tp_size=1, each process the whole model on its own) and the 24, 12,
    6 and 2comm patterns (TP=2), interleaved rounds, medians; each step split into time
-   inside collectives (comms.TPComm.timing) and the rest (compute); bytes per step.
+   inside collectives (the comm's `timing`) and the rest (compute); bytes per step.
 2. An alpha-beta model, time = alpha + bytes / beta per all-reduce, fitted by least
    squares to the communication time measured in those steps (two batch sizes, so
    that message count and message size vary apart), and checked against them:
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from comms import TPComm  # noqa: E402
+from comms import DistComm  # noqa: E402
 from model import GPT, GPTConfig, count_sync_points, parse_block_types  # noqa: E402
 
 PATTERNS = {"dense": None, "24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
@@ -40,10 +40,9 @@ PATTERNS = {"dense": None, "24comm": "tp", "12comm": "spd", "6comm": "parallel,s
 def build(pattern, args, group, rank):
     tp_size = 1 if pattern is None else 2
     cfg = GPTConfig(n_layer=12, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
-                    vocab_size=args.vocab_size, tp_size=tp_size, block_types=pattern or "tp",
-                    tp_mode="dist" if tp_size > 1 else "sim")
+                    vocab_size=args.vocab_size, tp_size=tp_size, block_types=pattern or "tp")
     torch.manual_seed(0)
-    comm = TPComm(tp_size, cfg.tp_mode, group=group, rank=rank) if tp_size > 1 else None
+    comm = DistComm(tp_size, group=group, rank=rank) if tp_size > 1 else None
     model = GPT(cfg, comm)
     model.comm.timing = True
     optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")

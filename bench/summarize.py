@@ -24,7 +24,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from comms import GE_PRESETS, GilbertElliottLoss  # noqa: E402
+from links import link_from  # noqa: E402
 from model import count_sync_points, describe_pattern, parse_block_types  # noqa: E402
 
 COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_points", "block_pattern", "tp_size",
@@ -38,13 +38,8 @@ PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
 
 
 def stationary_loss(cfg):
-    if cfg["loss_model"] == "bernoulli":
-        return cfg["loss_rate"]
-    if cfg["loss_model"] == "gilbert_elliott":
-        preset = GE_PRESETS[cfg["ge_preset"]]
-        values = [v if v >= 0 else p for v, p in zip((cfg["ge_p"], cfg["ge_r"], cfg["ge_k"], cfg["ge_h"]), preset)]
-        return GilbertElliottLoss(*values).stationary_loss
-    return 0.0
+    link = link_from(cfg)
+    return link.model.stationary_loss if link.lossy else 0.0
 
 
 def read_run(run_dir):

@@ -1,6 +1,7 @@
 """
 Shared pieces of the prepare scripts: where the text and the GPT-2 tokenizer come
-from on a machine that reaches only the Python package index, and the output format.
+from on a machine that reaches only the Python package index, and the output format
+(written here, checked by train.py through read_prepared).
 
 Output format (nanoGPT's): train.bin / val.bin are flat uint16 token ids; a
 char-level dataset also writes meta.pkl with vocab_size, stoi and itos.
@@ -11,6 +12,7 @@ import fnmatch
 import glob
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 import tarfile
@@ -135,6 +137,28 @@ def write_tokens(ids, path):
     tmp = path + ".tmp"
     ids.astype(np.uint16).tofile(tmp)
     os.replace(tmp, path)
+
+
+def read_prepared(data_dir, dataset, block_size):
+    """Check a prepared dataset before training on it; returns meta.pkl's dict ({} for GPT-2 BPE).
+    PrepareError (one line) for a missing file, one shorter than a block, or a file tokenized for
+    another vocabulary (it would fail later, deep in an embedding)."""
+    meta_path = os.path.join(data_dir, "meta.pkl")
+    meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
+    vocab_size = meta.get("vocab_size") or 50257
+    for split in ("train", "val"):
+        path = os.path.join(data_dir, f"{split}.bin")
+        if not os.path.exists(path):
+            raise PrepareError(f"{path} not found: run python data/{dataset}/prepare.py first")
+        if os.path.getsize(path) // 2 <= block_size:
+            raise PrepareError(f"{path} has {os.path.getsize(path) // 2} tokens, fewer than block_size+1={block_size + 1}")
+        data = np.memmap(path, dtype=np.uint16, mode="r")
+        largest = int(max(data[:1 << 20].max(), data[-(1 << 20):].max()))
+        if largest >= vocab_size:
+            raise PrepareError(f"{path} holds token id {largest} but the vocabulary has {vocab_size} tokens "
+                               f"({'meta.pkl' if 'vocab_size' in meta else 'GPT-2 BPE'}): prepared with another "
+                               f"tokenizer? Run python data/{dataset}/prepare.py again")
+    return meta
 
 
 def unigram_cross_entropy(train_ids, val_ids, vocab_size):

@@ -2,12 +2,13 @@
 
 import torch
 
-from comms import LosslessLink, TPComm
+from comms import SimComm
+from links import LosslessLink
 
 
 def test_sync_forward_adds_every_partial_to_every_rank():
     torch.manual_seed(0)
-    comm = TPComm(tp_size=3)
+    comm = SimComm(tp_size=3)
     b = torch.randn(1, 2, 4, 5)
     d = torch.randn(3, 2, 4, 5)
     out = comm.sync(b, d, "p")
@@ -20,7 +21,7 @@ def test_sync_forward_adds_every_partial_to_every_rank():
 
 
 def test_sync_backward_is_the_mirror_exchange():
-    comm = TPComm(tp_size=3)
+    comm = SimComm(tp_size=3)
     b = torch.randn(3, 2, 5, dtype=torch.float64, requires_grad=True)
     d = torch.randn(3, 2, 5, dtype=torch.float64, requires_grad=True)
     g = torch.randn(3, 2, 5, dtype=torch.float64)
@@ -34,7 +35,7 @@ def test_sync_backward_is_the_mirror_exchange():
 
 
 def test_counter_counts_forward_syncs_and_backward_exchanges():
-    comm = TPComm(tp_size=2)
+    comm = SimComm(tp_size=2)
     b = torch.randn(1, 3, requires_grad=True)
     d = torch.randn(2, 3, requires_grad=True)
     out = comm.sync(b, d, "h0.mlp")
@@ -48,7 +49,7 @@ def test_counter_counts_forward_syncs_and_backward_exchanges():
 
 
 def test_a_sync_over_one_rank_is_the_identity_and_not_counted():
-    comm = TPComm(tp_size=1)
+    comm = SimComm(tp_size=1)
     b, d = torch.randn(1, 4), torch.randn(1, 4)
     assert torch.equal(comm.sync(b, d, "p"), b + d)
     assert comm.counter.forward == 0

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from bench.link_statistics import draw, runs, standard_error
-from comms import (BWD, FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LosslessLink, LossyLink, TPComm,
-                   make_link)
+from comms import SimComm
+from links import BWD, FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LosslessLink, LossyLink, link_from
 from conftest import TINY, assert_one_line_error, run_train
 from model import GPT, GPTConfig
 
@@ -97,7 +97,7 @@ def test_same_seed_same_masks_and_independent_streams():
 
 
 def sync_with(link, b, d, direction_grads=None):
-    comm = TPComm(d.shape[0], "sim", link)
+    comm = SimComm(d.shape[0], link)
     b = b.clone().requires_grad_()
     d = d.clone().requires_grad_()
     out = comm.sync(b, d, "p")
@@ -143,10 +143,10 @@ def test_loss_direction_is_respected():
 
 def test_zero_preset_is_bit_identical_to_lossless():
     results = []
-    for link in (LosslessLink(), make_link("gilbert_elliott", ge_preset="zero", seed=0)):
+    for link in (LosslessLink(), link_from({"loss_model": "gilbert_elliott", "ge_preset": "zero", "seed": 0})):
         torch.manual_seed(0)
         model = GPT(GPTConfig(block_size=16, vocab_size=37, n_layer=4, n_head=4, n_embd=32,
-                              tp_size=2, block_types="parallel,spd"), TPComm(2, "sim", link))
+                              tp_size=2, block_types="parallel,spd"), SimComm(2, link))
         idx = torch.randint(37, (2, 16), generator=torch.Generator().manual_seed(1))
         logits, loss = model(idx, idx)
         loss.backward()
@@ -161,18 +161,19 @@ def test_zero_preset_is_bit_identical_to_lossless():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(loss_model="bernoulli", loss_rate=1.5), "loss_rate=1.5 must be in [0, 1]"),
     (dict(loss_model="gilbert_elliott", ge_preset="stormy"), "ge_preset='stormy' is not a preset"),
-    (dict(loss_model="gilbert_elliott", ge_params=(0.0, 0.0, 1.0, 0.0)), "ge_p + ge_r = 0"),
-    (dict(loss_model="gilbert_elliott", ge_params=(2.0, -1, -1, -1)), "ge_p=2.0 must be in [0, 1]"),
+    (dict(loss_model="gilbert_elliott", ge_p=0.0, ge_r=0.0, ge_k=1.0, ge_h=0.0), "ge_p + ge_r = 0"),
+    (dict(loss_model="gilbert_elliott", ge_p=2.0), "ge_p=2.0 must be in [0, 1]"),
     (dict(loss_model="bernoulli", loss_fwd=False, loss_bwd=False), "drops nothing"),
     (dict(loss_model="erasure"), "loss_model='erasure'"),
+    (dict(loss_model="bernoulli", packet_bytes=2), "packet_bytes=2 must be at least 4"),
 ])
-def test_make_link_errors(kwargs, message):
+def test_link_from_errors(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]").replace("+", r"\+")):
-        make_link(**kwargs)
+        link_from(kwargs)
 
 
 def test_preset_overrides_key_by_key():
-    link = make_link("gilbert_elliott", ge_preset="bursty", ge_params=(-1, 0.2, -1, -1))
+    link = link_from({"loss_model": "gilbert_elliott", "ge_preset": "bursty", "ge_r": 0.2})
     assert (link.model.p, link.model.r) == (GE_PRESETS["bursty"][0], 0.2)
 
 

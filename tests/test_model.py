@@ -231,7 +231,6 @@ def test_block_type_parsing():
 @pytest.mark.parametrize("kw, message", [
     (dict(tp_size=3), "n_head=4 is not divisible by tp_size=3"),
     (dict(n_embd=30), "n_embd=30 is not divisible by n_head=4"),
-    (dict(tp_mode="mpi"), "tp_mode='mpi'"),
     (dict(dropout=1.0), "dropout=1.0"),
 ])
 def test_config_errors(kw, message):

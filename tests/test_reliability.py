@@ -1,6 +1,6 @@
 """A run that dies loses nothing, a resumed run is the same run, a mistake costs seconds.
 
-Faults are injected with TP_SYNC_FAULT (see checkpoint.fault): a process killed halfway
+Faults are injected with TP_SYNC_FAULT (see faults.py): a process killed halfway
 through writing a checkpoint, a NaN loss, a rank that dies or hangs.
 """
 

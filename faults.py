@@ -1,0 +1,50 @@
+"""
+Faults that the reliability tests inject into a run, through the environment variable
+TP_SYNC_FAULT: comma-separated `name:number[@rank]`, e.g. "nan_loss:5,exit:7@1,kill_in_save:2".
+
+    exit:N          the process kills itself (SIGKILL) at the start of training iteration N
+    hang:N          the process stops answering at iteration N (its peers' collectives time out)
+    nan_loss:N      the loss of iteration N is NaN
+    kill_in_save:K  the K-th checkpoint save dies with half the file written (checkpoint.py)
+
+"@r" limits a fault to global rank r. Never set in normal runs: train.py installs the
+hooks only when the variable is set, so the training loop itself holds no test code.
+"""
+
+import os
+import signal
+import time
+
+
+def planned(name, rank=0):
+    """The number (an iteration or a save count) at which fault `name` fires on `rank`, or None."""
+    for item in filter(None, os.environ.get("TP_SYNC_FAULT", "").split(",")):
+        key, _, value = item.partition(":")
+        value, _, only = value.partition("@")
+        if key == name and (not only or int(only) == rank):
+            return int(value)
+    return None
+
+
+def enabled():
+    return bool(os.environ.get("TP_SYNC_FAULT"))
+
+
+def install(model, rank, current_iter):
+    """Hooks on the model's training forward that fire the planned faults of this rank.
+    current_iter: a function returning the training iteration in progress."""
+
+    def before_forward(module, args):
+        if module.training and planned("exit", rank) == current_iter():
+            os.kill(os.getpid(), signal.SIGKILL)
+        if module.training and planned("hang", rank) == current_iter():
+            time.sleep(10 ** 6)
+
+    def after_forward(module, args, output):
+        logits, loss = output
+        if module.training and loss is not None and planned("nan_loss", rank) == current_iter():
+            return logits, loss * float("nan")
+        return output
+
+    model.register_forward_pre_hook(before_forward)
+    model.register_forward_hook(after_forward)

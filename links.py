@@ -1,0 +1,405 @@
+"""
+The network between TP ranks: packet-loss models, their presets, the per-link packet
+streams, and the statistics of what was sent and lost (README, "Lossy links").
+
+comms.py performs the collectives; at a sync it asks the run's link which packets of
+each message arrive. A message is one rank's partial tensor, cut into packets of
+packet_bytes; a lost packet arrives as zeros, and a rank's own contribution never
+crosses a link. Every directed link j -> r and every direction of the pass (FWD, BWD)
+is its own stream with its own generator, seeded from (seed, TP group, src, dst,
+direction, purpose): runs are reproducible, and a `sim` process and the `dist` process
+that holds rank r draw the same masks for the link j -> r.
+
+    link = link_from(config)        # from train.py's config keys (loss_model, loss_rate, ...)
+    link.describe()                 # one line for the startup banner
+    link.stats()                    # packets sent / lost / bursts, per direction and sync point
+"""
+
+import math
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+FWD, BWD = 0, 1
+DIRECTIONS = ("fwd", "bwd")
+
+class BernoulliLoss:
+    """Each packet is lost independently with probability loss_rate."""
+    name = "bernoulli"
+
+    def __init__(self, loss_rate):
+        self.loss_rate = loss_rate
+
+    @property
+    def stationary_loss(self):
+        return self.loss_rate
+
+    @property
+    def mean_burst(self):
+        """Mean run of consecutive lost packets: 1 / (1 - q)."""
+        return 1.0 / (1.0 - self.loss_rate) if self.loss_rate < 1 else math.inf
+
+    @property
+    def can_lose(self):
+        return self.loss_rate > 0
+
+    def describe(self):
+        return f"bernoulli(loss_rate={self.loss_rate:g})"
+
+    def sample(self, n, stream):
+        """Lost flags of the next n packets of one link's stream."""
+        return torch.rand(n, generator=stream.generator, device=stream.device) < self.loss_rate
+
+
+class GilbertElliottLoss:
+    """A two-state Markov chain per link (netem's `loss gemodel p r 1-h 1-k`).
+
+    p = P(good -> bad), r = P(bad -> good), checked once per packet; a packet is
+    lost with probability 1-k in the good state and 1-h in the bad state. The
+    stationary bad share is p/(p+r), the mean bad-state run 1/r packets, and the
+    chain's state carries over from one message to the next on the same link
+    (every chain starts in the good state).
+
+    Sampling draws run lengths, not packets: one geometric draw per state run,
+    then the per-packet states by a cumulative sum, all on the message's device,
+    `block` packets ahead of the messages that use them.
+    """
+    name = "gilbert_elliott"
+
+    def __init__(self, p, r, k, h):
+        self.p, self.r, self.k, self.h = p, r, k, h
+        self.mean_run = 0.5 * (1 / max(p, 1e-12) + 1 / max(r, 1e-12))  # mean length of a run, either state
+        self._log_stay_cache = {}
+
+    @property
+    def stationary_bad(self):
+        return self.p / (self.p + self.r)
+
+    @property
+    def stationary_loss(self):
+        bad = self.stationary_bad
+        return (1 - bad) * (1 - self.k) + bad * (1 - self.h)
+
+    @property
+    def mean_burst(self):
+        """Mean run of consecutive lost packets in the stationary chain.
+
+        = P(lost) / P(a loss burst starts at a packet), with
+        P(start) = sum over (s_prev, s) of pi(s_prev) (1 - loss(s_prev)) T(s_prev -> s) loss(s).
+        """
+        pi = {0: 1 - self.stationary_bad, 1: self.stationary_bad}
+        loss = {0: 1 - self.k, 1: 1 - self.h}
+        move = {(0, 0): 1 - self.p, (0, 1): self.p, (1, 0): self.r, (1, 1): 1 - self.r}
+        start = sum(pi[a] * (1 - loss[a]) * move[a, b] * loss[b] for a in (0, 1) for b in (0, 1))
+        return self.stationary_loss / start if start > 0 else (math.inf if self.stationary_loss > 0 else 0.0)
+
+    @property
+    def can_lose(self):
+        return self.k < 1 or (self.p > 0 and self.h < 1)
+
+    def describe(self):
+        return f"gilbert_elliott(p={self.p:g}, r={self.r:g}, k={self.k:g}, h={self.h:g})"
+
+    block = 65536  # chain states are drawn this many packets ahead, so small messages are cheap
+
+    def bad_states(self, n, stream):
+        """States (True = bad) of the next n packets of the stream's chain."""
+        parts = []
+        while n > 0:
+            if stream.ahead is None or len(stream.ahead) == 0:
+                stream.ahead = self.draw_states(max(n, self.block), stream)
+            parts.append(stream.ahead[:n])
+            stream.ahead, n = stream.ahead[n:], n - len(parts[-1])
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def draw_states(self, n, stream):
+        """The chain's next n states (True = bad) from its state stream.bad, which it updates."""
+        device = stream.device
+        # Runs needed to cover n packets: at most n + 1 (every run after the first has
+        # >= 1 packet). Fewer suffice but for a probability < 1e-16 (a lower-tail bound
+        # for sums of geometric variables); runs that are not needed are discarded.
+        n_runs = min(n + 1, math.ceil(2 * n / self.mean_run) + 400)
+        u = torch.rand(n_runs, generator=stream.generator, device=device, dtype=torch.float64)
+        run_bad = _odd(n_runs, device) ^ stream.bad  # run 0 is in the last state, then they alternate
+        log_stay = self._log_stay(device)[run_bad.long()]  # log P(stay) per packet in each run's state
+        # Geometric on {1, 2, ...} by inversion; P(stay) = 1 gives an endless run (inf -> n)
+        lengths = (torch.log1p(-u) / log_stay).nan_to_num_(nan=0.0, posinf=n).floor_().clamp_(max=n).long() + 1
+        lengths[0] -= 1  # run 0 continues the previous message's last state: memoryless, so Geometric - 1
+        ends = lengths.cumsum(0)
+        stream.overflow += (ends[-1] < n).long()  # never seen; counted rather than assumed
+        ends = ends.clamp_(max=n)
+        ends[-1] = n  # (if the runs ever fell short, the last one would be stretched)
+        lengths = torch.diff(ends, prepend=ends.new_zeros(1))
+        bad = torch.repeat_interleave(run_bad, lengths, output_size=n)  # no host sync
+        stream.bad = bad[-1]
+        return bad
+
+    def _log_stay(self, device):
+        """[log P(stay good), log P(stay bad)] as float64 on device (cached)."""
+        key = str(device)
+        if key not in self._log_stay_cache:
+            values = [math.log1p(-self.p) if self.p < 1 else -math.inf, math.log1p(-self.r) if self.r < 1 else -math.inf]
+            self._log_stay_cache[key] = torch.tensor(values, dtype=torch.float64, device=device)
+        return self._log_stay_cache[key]
+
+    def sample(self, n, stream):
+        bad = self.bad_states(n, stream)
+        if self.k == 1 and self.h == 0:  # the classic Gilbert model: lost exactly in the bad state
+            return bad
+        u = torch.rand(n, generator=stream.generator, device=stream.device)
+        return u < torch.where(bad, 1 - self.h, 1 - self.k)
+
+
+# Named Gilbert-Elliott settings: (p, r, k, h). `zero` is the lossless control; the
+# others span light to heavy loss and short to long bursts. Their stationary loss rates
+# and mean burst lengths are computed by GilbertElliottLoss (the README's table is
+# checked against them by tests/test_lossy.py).
+GE_PRESETS = {
+    "zero": (0.0, 1.0, 1.0, 1.0),
+    "light": (0.0005, 0.5, 1.0, 0.0),
+    "moderate": (0.005, 0.5, 1.0, 0.0),
+    "heavy": (0.025, 0.5, 1.0, 0.0),
+    "bursty": (0.001, 0.1, 1.0, 0.0),
+    "noisy": (0.01, 0.25, 0.998, 0.25),
+}
+
+
+_ODD = {}
+
+
+def _odd(n, device):
+    """[False, True, False, ...] of length n on device (cached: it is asked for every message)."""
+    key = str(device)
+    if key not in _ODD or len(_ODD[key]) < n:
+        _ODD[key] = torch.arange(max(n, 2 * len(_ODD.get(key, ()))), device=device) % 2 == 1
+    return _ODD[key][:n]
+
+
+class _Stream:
+    """One directed link's packet stream in one direction: its own generator and chain state."""
+
+    def __init__(self, seed, device):
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.bad = torch.zeros((), dtype=torch.bool, device=device)  # Gilbert-Elliott state, starts good
+        self.ahead = None  # Gilbert-Elliott states drawn but not used yet (after self.bad's packet)
+        self.last_lost = torch.zeros((), dtype=torch.bool, device=device)  # joins bursts across messages
+        self.overflow = torch.zeros((), dtype=torch.long, device=device)
+
+
+class LossyLink:
+    """Packet loss on every directed link j -> r between TP ranks.
+
+    model: BernoulliLoss or GilbertElliottLoss, the same for every link.
+    directions: which passes lose packets, a subset of (FWD, BWD); the other is lossless.
+    A message (one rank's tensor) is cut into packets of packet_bytes; a lost packet
+    arrives as zeros. Each (link, direction) has its own random stream, seeded from
+    (seed, TP group, src, dst, direction), so runs are reproducible and any process
+    holding a link draws the same masks. Statistics stay on the device until read.
+    `purpose` separates the streams of evaluation from those of training.
+    """
+    lossy = True
+
+    def __init__(self, model, seed, tp_group=0, directions=(FWD, BWD), packet_bytes=1500, purpose=0):
+        self.model = model
+        self.seed, self.tp_group, self.purpose = seed, tp_group, purpose  # purpose: 0 training, 1 eval
+        self.directions = tuple(directions)
+        self.packet_bytes = packet_bytes
+        self.streams = {}  # (src, dst, direction) -> _Stream
+        self.sent = {}     # (point, direction) -> packets sent (host int)
+        self.lost = {}     # (point, direction) -> packets lost (device tensor)
+        self.bursts = {}   # (point, direction) -> loss bursts started (device tensor)
+
+    def loses(self, direction):
+        return direction in self.directions and self.model.can_lose
+
+    def describe(self):
+        dirs = "+".join(DIRECTIONS[d] for d in self.directions) or "no direction"
+        return (f"{self.model.describe()} on {dirs}, stationary loss {self.model.stationary_loss:.4%}, "
+                f"mean burst {self.model.mean_burst:.2f} packets, {self.packet_bytes}-byte packets")
+
+    def packets(self, n_elements, element_size):
+        per_packet = max(1, self.packet_bytes // element_size)
+        return math.ceil(n_elements / per_packet), per_packet
+
+    def stream(self, src, dst, direction, device):
+        key = (src, dst, direction)
+        if key not in self.streams:
+            parts = [self.seed, self.tp_group, src, dst, direction, self.purpose]
+            seed = int(np.random.SeedSequence(parts).generate_state(1)[0])
+            self.streams[key] = _Stream(seed, device)
+        return self.streams[key]
+
+    def count_sent(self, point, direction, n_packets):
+        self.sent[point, direction] = self.sent.get((point, direction), 0) + n_packets
+
+    def arrived(self, src, dst, direction, point, n_packets, device):
+        """Arrival flags (True = arrived) of one message's packets on link src -> dst."""
+        stream = self.stream(src, dst, direction, device)
+        lost = self.model.sample(n_packets, stream)
+        previous = torch.cat([stream.last_lost.view(1), lost[:-1]])
+        stream.last_lost = lost[-1]
+        key = (point, direction)
+        self.count_sent(point, direction, n_packets)
+        self.lost[key] = self.lost.get(key, 0) + lost.sum()
+        self.bursts[key] = self.bursts.get(key, 0) + (lost & ~previous).sum()
+        return ~lost
+
+    def receive(self, acc, messages, r, direction, point):
+        """acc (rank r's own flat message) += every other rank's message, masked by the
+        packets of link j -> r that arrived. messages: flat (n,) tensors, one per rank."""
+        n = acc.numel()
+        n_packets, per_packet = self.packets(n, acc.element_size())
+        full = n // per_packet  # whole packets; a shorter last packet may follow
+        for j, message in enumerate(messages):
+            if j != r:
+                arrived = self.arrived(j, r, direction, point, n_packets, acc.device)
+                body = message[:full * per_packet].view(full, per_packet)  # (packets, elements)
+                acc[:full * per_packet].view(full, per_packet).add_(torch.where(arrived[:full, None], body, 0))
+                if full < n_packets:
+                    acc[full * per_packet:].add_(torch.where(arrived[full], message[full * per_packet:], 0))
+        return acc
+
+    def for_eval(self):
+        """The same network with its own evaluation streams, fresh: every eval sees the same masks
+        and training's streams are not advanced."""
+        return LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1)
+
+    def state_dict(self):
+        """Everything a resumed run needs to draw what an unbroken run draws, and the statistics."""
+        streams = {key: {"generator": st.generator.get_state(), "bad": st.bad.cpu(),
+                         "ahead": None if st.ahead is None else st.ahead.cpu(),
+                         "last_lost": st.last_lost.cpu(), "overflow": st.overflow.cpu()}
+                   for key, st in self.streams.items()}
+        return {"streams": streams, "sent": dict(self.sent),
+                "lost": {k: torch.as_tensor(v).cpu() for k, v in self.lost.items()},
+                "bursts": {k: torch.as_tensor(v).cpu() for k, v in self.bursts.items()}}
+
+    def load_state_dict(self, state, device):
+        for (src, dst, direction), saved in state["streams"].items():
+            stream = self.stream(src, dst, direction, device)
+            stream.generator.set_state(saved["generator"])
+            stream.bad, stream.last_lost = saved["bad"].to(device), saved["last_lost"].to(device)
+            stream.ahead = None if saved["ahead"] is None else saved["ahead"].to(device)
+            stream.overflow = saved["overflow"].to(device)
+        self.sent = dict(state["sent"])
+        self.lost = {k: v.to(device) for k, v in state["lost"].items()}
+        self.bursts = {k: v.to(device) for k, v in state["bursts"].items()}
+
+    @staticmethod
+    def merge_states(states):
+        """The link states of several processes of one TP group -> one: their streams, summed statistics."""
+        merged = {"streams": {}, "sent": {}, "lost": {}, "bursts": {}}
+        for state in states:
+            merged["streams"].update(state["streams"])
+            for key in ("sent", "lost", "bursts"):
+                for k, v in state[key].items():
+                    merged[key][k] = merged[key].get(k, 0) + v
+        return merged
+
+    def stats(self, all_processes=False):
+        """Totals per direction and per sync point (reads the device counters: a host sync).
+
+        all_processes: sum over every process of the default group (a collective): every
+        TP group's links in `sim` data parallelism, every rank's incoming links in `dist`.
+        """
+        keys = list(self.sent)
+        points = sorted({p for p, _ in keys}, key=_model_order)  # the same rows on every process
+        rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
+                **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
+        sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
+                              sum(int(self.bursts[k]) for k in ks if k in self.bursts)] for ks in rows.values()],
+                            dtype=torch.float64)
+        if all_processes:
+            sums = sums.to(_collective_device())
+            dist.all_reduce(sums)
+        out = {"points": {p: {} for p in points}}
+        for where, (sent, lost, bursts) in zip(rows, sums.tolist()):
+            summary = {"packets_sent": int(sent), "packets_lost": int(lost), "loss_bursts": int(bursts),
+                       "observed_loss_rate": lost / sent if sent else 0.0,
+                       "mean_burst_length": lost / bursts if bursts else 0.0}
+            if len(where) == 1:
+                out[where[0]] = summary
+            else:
+                out["points"][where[0]][where[1]] = summary
+        return out
+
+    @staticmethod
+    def record(stats):
+        """The statistics as flat metrics.jsonl keys (stable: sweeps and plots read them)."""
+        total = stats["total"]
+        record = {k: total[k] for k in ("packets_sent", "packets_lost", "observed_loss_rate",
+                                        "loss_bursts", "mean_burst_length")}
+        for direction in DIRECTIONS:
+            for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
+                record[f"{key}_{direction}"] = stats[direction][key]
+        return record
+
+
+def _model_order(point):
+    """Sort key of a sync point name in forward order: h0.attn, h0.mlp, h1.attn, ..., exit."""
+    layer, _, sublayer = point.partition(".")
+    return (int(layer[1:]), sublayer != "attn") if layer[1:].isdigit() else (math.inf, point)
+
+
+def _collective_device():
+    """Where a collective's tensor must live: the current GPU under NCCL, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+class LosslessLink:
+    """The identity link: every packet of every message arrives."""
+    lossy = False
+
+    def loses(self, direction):
+        return False
+
+    def describe(self):
+        return "none (lossless)"
+
+    def for_eval(self):
+        return self
+
+
+# The link keys of train.py's config and their defaults there (a test checks they agree):
+# a caller outside a training run (a test, bench/) may give only the keys it changes.
+LINK_DEFAULTS = {"loss_model": "none", "loss_rate": 0.0, "ge_preset": "moderate", "ge_p": -1.0, "ge_r": -1.0,
+                 "ge_k": -1.0, "ge_h": -1.0, "loss_fwd": True, "loss_bwd": True, "packet_bytes": 1500, "seed": 1337}
+
+
+def link_from(config, tp_group=0, purpose=0):
+    """The link a run's config asks for (a dict of train.py's keys); ValueError names a bad key.
+
+    ge_p, ge_r, ge_k, ge_h: a negative value takes ge_preset's value, so a preset can be
+    overridden key by key. tp_group and purpose separate the streams of TP groups, and of
+    training (0) and evaluation (1).
+    """
+    c = {**LINK_DEFAULTS, **{k: v for k, v in config.items() if k in LINK_DEFAULTS}}
+    loss_model = c["loss_model"]
+    if loss_model == "none":
+        return LosslessLink()
+    if c["packet_bytes"] < 4:
+        raise ValueError(f"packet_bytes={c['packet_bytes']} must be at least 4 (one float32 element)")
+    directions = tuple(d for d, on in ((FWD, c["loss_fwd"]), (BWD, c["loss_bwd"])) if on)
+    if not directions:
+        raise ValueError(f"loss_model={loss_model!r} with loss_fwd=False and loss_bwd=False drops nothing; "
+                         f"enable a direction or use loss_model='none'")
+    if loss_model == "bernoulli":
+        if not 0.0 <= c["loss_rate"] <= 1.0:
+            raise ValueError(f"loss_rate={c['loss_rate']} must be in [0, 1]")
+        model = BernoulliLoss(c["loss_rate"])
+    elif loss_model == "gilbert_elliott":
+        if c["ge_preset"] not in GE_PRESETS:
+            raise ValueError(f"ge_preset={c['ge_preset']!r} is not a preset; presets: {', '.join(GE_PRESETS)}")
+        keys = ("ge_p", "ge_r", "ge_k", "ge_h")
+        values = [c[key] if c[key] >= 0 else preset for key, preset in zip(keys, GE_PRESETS[c["ge_preset"]])]
+        for key, value in zip(keys, values):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{key}={value} must be in [0, 1] (or negative to take ge_preset's value)")
+        if values[0] + values[1] == 0:
+            raise ValueError("ge_p + ge_r = 0: the chain never changes state; give one of them > 0")
+        model = GilbertElliottLoss(*values)
+    else:
+        raise ValueError(f"loss_model={loss_model!r}; allowed: 'none', 'bernoulli', 'gilbert_elliott'")
+    return LossyLink(model, c["seed"], tp_group, directions, c["packet_bytes"], purpose)
