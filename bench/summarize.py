@@ -35,6 +35,7 @@ COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_poin
 
 # keys that differ between the seeds of one setting; any other difference is another setting
 PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
+CONFIDENCE = 0.95
 
 
 def stationary_loss(cfg):
@@ -45,6 +46,107 @@ def stationary_loss(cfg):
         values = [v if v >= 0 else p for v, p in zip((cfg["ge_p"], cfg["ge_r"], cfg["ge_k"], cfg["ge_h"]), preset)]
         return GilbertElliottLoss(*values).stationary_loss
     return 0.0
+
+
+# -----------------------------------------------------------------------------
+# statistics, with math only (scipy is not a dependency): Student's t distribution through
+# the regularized incomplete beta function, the paired t test, Holm's correction
+
+def _beta_continued_fraction(a, b, x):
+    """The continued fraction of I_x(a, b), evaluated by the modified Lentz method
+    (Numerical Recipes, betacf); converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny, eps = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),  # the even step
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # the odd step
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def regularized_beta(x, a, b):
+    """I_x(a, b), the regularized incomplete beta function, for 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, 1.0 - x) / b  # the symmetry I_x(a,b) = 1 - I_{1-x}(b,a)
+
+
+def t_two_sided_p(t, df):
+    """P(|T| >= |t|) for Student's t with df degrees of freedom."""
+    return regularized_beta(df / (df + t * t), df / 2.0, 0.5)
+
+
+def t_quantile(q, df):
+    """The q-quantile of Student's t with df degrees of freedom, by bisection of its CDF."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q} must be in (0, 1)")
+    if q < 0.5:
+        return -t_quantile(1.0 - q, df)
+    tail = 2.0 * (1.0 - q)  # the two-sided tail P(|T| >= t) that the answer leaves
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > tail:  # the tail shrinks as t grows: bracket the answer
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if t_two_sided_p(middle, df) > tail:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+def paired_stats(diffs, confidence=CONFIDENCE):
+    """Mean of paired differences, its Student-t confidence interval (n-1 degrees of freedom)
+    and the two-sided p-value of the paired t test (mean difference 0). Needs n >= 2 for the
+    interval and p; with zero spread the mean is exact: the interval is the point, p is 1 or 0."""
+    n = len(diffs)
+    out = dict(n=n, mean=statistics.fmean(diffs) if n else None, std=None, ci_low=None, ci_high=None, p=None)
+    if n < 2:
+        return out
+    mean, std = out["mean"], statistics.stdev(diffs)
+    se = std / math.sqrt(n)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * se
+    p = t_two_sided_p(mean / se, n - 1) if se > 0 else (1.0 if mean == 0 else 0.0)
+    out.update(std=std, ci_low=mean - half, ci_high=mean + half, p=p)
+    return out
+
+
+def holm(pvalues):
+    """Holm's step-down adjusted p-values, in the given order: the i-th smallest of m p-values
+    is multiplied by (m - i + 1), and adjusted values never decrease along the sorted order."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def iters_to_target(curve, target):
+    """The first iteration at which the val loss curve [(iter, val_loss), ...] reaches target,
+    interpolated linearly between the eval before and the eval that reaches it; None if never."""
+    for k, (it, loss) in enumerate(curve):
+        if loss <= target:
+            if k == 0:
+                return float(it)
+            prev_it, prev_loss = curve[k - 1]
+            return prev_it + (prev_loss - target) / (prev_loss - loss) * (it - prev_it)
+    return None
 
 
 def read_run(run_dir):
