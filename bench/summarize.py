@@ -19,6 +19,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -28,9 +29,9 @@ from comms import GE_PRESETS, GilbertElliottLoss  # noqa: E402
 from model import count_sync_points, describe_pattern, parse_block_types  # noqa: E402
 
 COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_points", "block_pattern", "tp_size",
-           "tp_mode", "loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd", "iters", "final_val_loss",
-           "final_val_loss_std", "best_val_loss", "final_val_perplexity", "final_val_accuracy", "tokens_per_s",
-           "observed_loss_rate"]
+           "tp_mode", "tp_backend", "dtype", "loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd", "iters",
+           "final_val_loss", "final_val_loss_std", "best_val_loss", "final_val_perplexity", "final_val_accuracy",
+           "tokens_per_s", "it_per_s", "wall_time_s", "observed_loss_rate"]
 
 
 # keys that differ between the seeds of one setting; any other difference is another setting
@@ -149,6 +150,46 @@ def iters_to_target(curve, target):
     return None
 
 
+# -----------------------------------------------------------------------------
+# runs
+
+
+def resolved_backend_and_dtype(cfg, run_dir):
+    """tp_backend and dtype as the run used them. config.json keeps 'auto' as given; the startup
+    line (in train.log, which the sweep writes) says what it became. Without the log, resolve
+    'auto' where the config alone decides (train.py and megatron_shim.choose), else keep 'auto'."""
+    backend, dtype = cfg.get("tp_backend", "native"), cfg.get("dtype", "auto")
+    log_path = os.path.join(run_dir, "train.log")
+    if os.path.exists(log_path):
+        with open(log_path, errors="replace") as f:
+            layouts = [line for line in f if line.startswith("layout:")]
+        if layouts:  # a resumed run prints one per start; they agree, take the last
+            found = re.search(r"\| backend: (\S+)", layouts[-1])
+            backend = {"megatron-core": "megatron"}.get(found.group(1), found.group(1)) if found else backend
+            found = re.search(r"\| device: \S+ (\S+) compile=", layouts[-1])
+            dtype = found.group(1) if found else dtype
+    if backend == "auto" and (cfg["tp_mode"] != "dist" or cfg["tp_size"] == 1):
+        backend = "native"  # megatron's layers need real TP processes
+    if dtype == "auto" and str(cfg.get("device", "auto")).startswith("cpu"):
+        dtype = "float32"
+    return backend, dtype
+
+
+def wall_time(evals, result):
+    """Seconds the run trained and evaluated: the time_s of its last eval record. A resumed run
+    restarts that clock, so its segments are added (the steps between the last kept eval and
+    the checkpoint it resumed from are not counted; they are at most one eval interval)."""
+    times = [r["time_s"] for r in evals if r.get("time_s") is not None]
+    if not times:
+        final = (result or {}).get("final", {})
+        return final.get("time_s", math.nan)
+    total = 0.0
+    for previous, current in zip(times, times[1:] + [-math.inf]):
+        if current < previous:  # the clock restarted (or the records end): close a segment
+            total += previous
+    return total
+
+
 def read_run(run_dir):
     with open(os.path.join(run_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -159,12 +200,15 @@ def read_run(run_dir):
     evals = [r for r in records if "val_loss" in r]
     steps = [r for r in records if "val_loss" not in r]
     kinds = parse_block_types(cfg["block_types"], cfg["n_layer"])
+    tp_backend, dtype = resolved_backend_and_dtype(cfg, run_dir)
+    ms_per_iter = [r["ms_per_iter"] for r in steps[1:] if r.get("ms_per_iter")]  # the first step pays warm-up
     row = dict(kind="run", run=os.path.basename(run_dir), config=result["config"] if result else "",
                setting=result["setting"] if result else "", seed=cfg["seed"], n=1,
                status="done" if result else "unfinished",
                sync_points=count_sync_points(kinds, cfg["tp_size"]),
                block_pattern=describe_pattern(kinds) if cfg["tp_size"] > 1 else "dense", tp_size=cfg["tp_size"],
-               tp_mode=cfg["tp_mode"], loss_model=cfg["loss_model"], loss_rate=stationary_loss(cfg),
+               tp_mode=cfg["tp_mode"], tp_backend=tp_backend, dtype=dtype, loss_model=cfg["loss_model"],
+               loss_rate=stationary_loss(cfg),
                ge_preset=cfg["ge_preset"] if cfg["loss_model"] == "gilbert_elliott" else "",
                loss_fwd=cfg["loss_fwd"], loss_bwd=cfg["loss_bwd"], iters=evals[-1]["iter"] if evals else 0,
                final_val_loss=evals[-1]["val_loss"] if evals else math.nan, final_val_loss_std="",
@@ -172,10 +216,13 @@ def read_run(run_dir):
                final_val_perplexity=evals[-1]["val_perplexity"] if evals else math.nan,
                final_val_accuracy=evals[-1]["val_accuracy"] if evals else math.nan,
                tokens_per_s=statistics.median(r["tokens_per_s"] for r in steps[1:]) if len(steps) > 1 else math.nan,
+               it_per_s=1000.0 / statistics.median(ms_per_iter) if ms_per_iter else math.nan,
+               wall_time_s=wall_time(evals, result),
                observed_loss_rate=steps[-1].get("observed_loss_rate", 0.0) if steps else math.nan)
     # the setting is the whole resolved config but the seed: runs of one config file with
     # another max_iters (say, from two sweeps) are not averaged together
     row["_setting"] = json.dumps({k: v for k, v in cfg.items() if k not in PER_RUN_KEYS}, sort_keys=True)
+    row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
 
@@ -196,6 +243,7 @@ def aggregate(rows):
                     "final_val_loss_std": statistics.stdev(losses) if len(losses) > 1 else 0.0,
                     "best_val_loss": mean("best_val_loss"), "final_val_perplexity": mean("final_val_perplexity"),
                     "final_val_accuracy": mean("final_val_accuracy"), "tokens_per_s": mean("tokens_per_s"),
+                    "it_per_s": mean("it_per_s"), "wall_time_s": mean("wall_time_s"),
                     "observed_loss_rate": mean("observed_loss_rate")})
     return out
 
@@ -230,7 +278,7 @@ def plots(aggregates, curves, rows, out):
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for a in lossless:
-            members = [curves[r["run"]] for r in rows if r["status"] == "done" and r["_setting"] == a["_setting"]]
+            members = [curves[r["_dir"]] for r in rows if r["status"] == "done" and r["_setting"] == a["_setting"]]
             iters = [i for i, _ in members[0]]
             ax.plot(iters, [statistics.fmean(c[k][1] for c in members) for k in range(len(iters))], label=label(a))
         ax.set(xlabel="iteration", ylabel="val loss (mean over seeds)", title="Validation loss curves")
@@ -307,7 +355,7 @@ def main():
     for run_dir in run_dirs:
         row, curve = read_run(run_dir)
         rows.append(row)
-        curves[row["run"]] = curve
+        curves[row["_dir"]] = curve
     aggregates = aggregate(rows)
     out = args.out or args.sweep_dirs[0]
     os.makedirs(out, exist_ok=True)

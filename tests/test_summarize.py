@@ -57,3 +57,9 @@ def test_iters_to_target_interpolates_between_evals():
     assert summarize.iters_to_target(curve, 5.0) == 0.0  # reached at the first eval
     # the first crossing counts, even if the curve rises again afterwards
     assert summarize.iters_to_target([(0, 4.0), (100, 2.1), (200, 2.3)], 2.2) == pytest.approx(1.8 / 1.9 * 100)
+
+
+def test_wall_time_adds_the_segments_of_a_resumed_run():
+    evals = [{"time_s": t} for t in (0.5, 10.0, 20.0, 0.4, 12.0)]  # the clock restarted at the resume
+    assert summarize.wall_time(evals, None) == pytest.approx(32.0)
+    assert summarize.wall_time([], {"final": {"time_s": 7.0}}) == 7.0
