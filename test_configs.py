@@ -68,7 +68,7 @@ def test_config(path):
 
 def test_every_sync_count_has_both_scales():
     names = {os.path.basename(p) for p in CONFIGS}
-    for n in (24, 18, 16, 12, 8, 6, 2):
+    for n in (24, 18, 16, 12, 8, 7, 6, 5, 2, 1):
         assert f"train_gpt2_{n}comm.py" in names and f"train_shakespeare_char_{n}comm.py" in names
     assert {"train_gpt2.py", "train_shakespeare_char.py"} <= names
 

@@ -1,0 +1,194 @@
+"""bench/summarize.py's statistics on hand-computed examples, and the paired columns of the
+summary of fabricated runs (no training: run directories written by hand)."""
+
+import csv
+import json
+import math
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, assert_one_line_error, run
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import summarize  # noqa: E402
+
+SUMMARIZE = os.path.join(ROOT, "bench", "summarize.py")
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.706), (2, 4.303), (7, 2.365), (30, 2.042)])
+def test_t_quantile_matches_tables(df, expected):
+    assert summarize.t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert summarize.t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)  # the distribution is symmetric
+
+
+def test_t_tail_matches_closed_forms():
+    # df=1 is the Cauchy distribution: P(|T| >= 1) = 1/2; df=2: P(|T| >= t) = 1 - t / sqrt(2 + t^2)
+    assert summarize.t_two_sided_p(1.0, 1) == pytest.approx(0.5, abs=1e-12)
+    for t in (0.3, 1.0, 2.5, 8.0):
+        assert summarize.t_two_sided_p(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
+    assert summarize.t_quantile(0.995, 1) == pytest.approx(63.657, abs=1e-3)
+
+
+def test_paired_stats_by_hand():
+    # differences 0.1, 0.2, 0.3: mean 0.2, std 0.1, se 0.1/sqrt(3), t = 2 sqrt(3), df 2
+    stats = summarize.paired_stats([0.1, 0.2, 0.3])
+    assert stats["n"] == 3
+    assert stats["mean"] == pytest.approx(0.2) and stats["std"] == pytest.approx(0.1)
+    half = 4.302653 * 0.1 / math.sqrt(3)  # t_{0.975, 2} * se = 0.248414
+    assert stats["ci_low"] == pytest.approx(0.2 - half, abs=1e-6)
+    assert stats["ci_high"] == pytest.approx(0.2 + half, abs=1e-6)
+    assert stats["p"] == pytest.approx(1 - math.sqrt(12 / 14), abs=1e-9)  # 0.074180
+    # too few seeds for an interval; no spread: the mean is exact
+    one = summarize.paired_stats([0.4])
+    assert one["mean"] == 0.4 and one["ci_low"] is None and one["p"] is None
+    zero = summarize.paired_stats([0.0, 0.0, 0.0])
+    assert (zero["ci_low"], zero["ci_high"], zero["p"]) == (0.0, 0.0, 1.0)
+
+
+def test_holm_by_hand():
+    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> raised to 0.06 (monotone)
+    assert summarize.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert summarize.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert summarize.holm([]) == []
+
+
+def test_iters_to_target_interpolates_between_evals():
+    curve = [(0, 4.0), (100, 2.5), (200, 2.0), (300, 1.9)]
+    assert summarize.iters_to_target(curve, 2.2) == pytest.approx(160.0)  # 100 + (2.5-2.2)/(2.5-2.0) * 100
+    assert summarize.iters_to_target(curve, 2.0) == pytest.approx(200.0)
+    assert summarize.iters_to_target(curve, 1.8) is None  # never reached
+    assert summarize.iters_to_target(curve, 5.0) == 0.0  # reached at the first eval
+    # the first crossing counts, even if the curve rises again afterwards
+    assert summarize.iters_to_target([(0, 4.0), (100, 2.1), (200, 2.3)], 2.2) == pytest.approx(1.8 / 1.9 * 100)
+
+
+def test_wall_time_adds_the_segments_of_a_resumed_run():
+    evals = [{"time_s": t} for t in (0.5, 10.0, 20.0, 0.4, 12.0)]  # the clock restarted at the resume
+    assert summarize.wall_time(evals, None) == pytest.approx(32.0)
+    assert summarize.wall_time([], {"final": {"time_s": 7.0}}) == 7.0
+
+
+# final val losses by config and seed; the per-seed differences from 24comm are round numbers
+FINALS = {
+    "train_shakespeare_char": ((1, 2.00), (2, 2.10), (3, 1.90)),          # dense: 24comm - dense = +0.01, -0.02, +0.015
+    "train_shakespeare_char_24comm": ((1, 2.01), (2, 2.08), (3, 1.915)),
+    "train_shakespeare_char_12comm": ((1, 2.011), (2, 2.082), (3, 1.9165)),  # +0.001, +0.002, +0.0015
+    "train_shakespeare_char_2comm": ((1, 2.11), (2, 2.20), (3, 1.995)),      # +0.10, +0.12, +0.08
+}
+PATTERNS = {"train_shakespeare_char": (1, "tp"), "train_shakespeare_char_24comm": (2, "tp"),
+            "train_shakespeare_char_12comm": (2, "spd"), "train_shakespeare_char_2comm": (2, "parallel*5,spd")}
+
+
+def fabricate_runs(sweep_dir):
+    """Run directories as bench/sweep.py leaves them: config.json, metrics.jsonl, result.json.
+    Every curve is 4.0, 3.0, final + 0.5, final at iterations 0, 100, 200, 300."""
+    import configurator
+    defaults = configurator.train_defaults()
+    for stem, finals in FINALS.items():
+        tp_size, block_types = PATTERNS[stem]
+        for seed, final in finals:
+            run_dir = sweep_dir / f"{stem.removeprefix('train_')}-s{seed}"
+            run_dir.mkdir(parents=True)
+            cfg = dict(defaults, seed=seed, max_iters=300, tp_size=tp_size, block_types=block_types,
+                       out_dir=str(run_dir))
+            (run_dir / "config.json").write_text(json.dumps(cfg))
+            evals = [{"iter": i, "val_loss": v, "val_perplexity": math.exp(v), "val_accuracy": 0.3, "time_s": t}
+                     for i, v, t in ((0, 4.0, 1.0), (100, 3.0, 30.0), (200, final + 0.5, 60.0), (300, final, 90.0))]
+            steps = [{"iter": i, "train_loss": 3.0, "ms_per_iter": ms, "tokens_per_s": 4096 / ms * 1000}
+                     for i, ms in ((1, 900.0), (101, 250.0), (201, 250.0))]
+            records = [evals[0], steps[0], evals[1], steps[1], evals[2], steps[2], evals[3]]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+            (run_dir / "result.json").write_text(json.dumps(
+                {"config": f"config/{stem}.py", "setting": "", "seed": seed, "final": evals[-1]}))
+            (run_dir / "train.log").write_text(
+                "layout: dp=1 x tp=2 (sim, 1 process) | blocks: x | sync points: 2 per pass | backend: native "
+                "(tp_backend='native') | loss model: none | params: 0.61M | tokens/iter: 4,096 | "
+                "device: cpu float32 compile=False | seed: 1\n")
+
+
+def summarize_runs(tmp_path, *args):
+    sweep = tmp_path / "sweep"
+    if not sweep.exists():
+        fabricate_runs(sweep)
+    out = tmp_path / "summary"
+    result = run([sys.executable, SUMMARIZE, str(sweep), "--out", str(out), *args])
+    return result, out
+
+
+def read_summary(out):
+    with open(out / "experiment_summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    aggregates = {r["run"].removesuffix(" (mean)"): r for r in rows if r["kind"] == "aggregate"}
+    runs = {r["run"]: r for r in rows if r["kind"] == "run"}
+    return runs, aggregates
+
+
+def test_summary_pairs_seeds_against_24comm(tmp_path):
+    result, out = summarize_runs(tmp_path)
+    assert result.returncode == 0, result.stderr
+    runs, aggregates = read_summary(out)
+    assert len(runs) == 12 and len(aggregates) == 4
+
+    # every row: backend, mode, dtype, it/s (median of the steps after the first: 250 ms) and wall time
+    for r in list(runs.values()) + list(aggregates.values()):
+        assert (r["tp_backend"], r["tp_mode"], r["dtype"]) == ("native", "sim", "float32")
+        assert float(r["it_per_s"]) == pytest.approx(4.0) and float(r["wall_time_s"]) == pytest.approx(90.0)
+
+    # run rows carry their own seed's difference from 24comm
+    assert float(runs["shakespeare_char_2comm-s2"]["paired_diff"]) == pytest.approx(0.12, abs=1e-6)
+    assert float(runs["shakespeare_char-s1"]["paired_diff"]) == pytest.approx(-0.01, abs=1e-6)
+    assert all(r["paired_reference"] == "train_shakespeare_char_24comm" for r in runs.values())
+
+    # 2comm - 24comm: 0.10, 0.12, 0.08 -> mean 0.10, std 0.02, t = 5 sqrt(3), df 2
+    two = aggregates["shakespeare_char_2comm"]
+    half = 4.302653 * 0.02 / math.sqrt(3)
+    p_two = 1 - math.sqrt(75 / 77)  # the df=2 tail at t^2 = 75: 0.0130725
+    assert two["paired_n"] == "3"
+    assert float(two["paired_diff_mean"]) == pytest.approx(0.10, abs=1e-6)
+    assert float(two["paired_diff_std"]) == pytest.approx(0.02, abs=1e-6)
+    assert float(two["paired_ci_low"]) == pytest.approx(0.10 - half, abs=1e-5)
+    assert float(two["paired_ci_high"]) == pytest.approx(0.10 + half, abs=1e-5)
+    assert float(two["paired_p"]) == pytest.approx(p_two, rel=1e-5)
+    # 12comm - 24comm: 0.001, 0.002, 0.0015 -> t = 3 sqrt(3), p = 1 - sqrt(27/29)
+    twelve = aggregates["shakespeare_char_12comm"]
+    p_twelve = 1 - math.sqrt(27 / 29)
+    assert float(twelve["paired_p"]) == pytest.approx(p_twelve, rel=1e-4)
+    # Holm over the three tested settings (dense, 12comm, 2comm; not the reference itself)
+    assert float(two["paired_p_holm"]) == pytest.approx(3 * p_two, rel=1e-5)
+    assert float(twelve["paired_p_holm"]) == pytest.approx(2 * p_twelve, rel=1e-4)
+    reference = aggregates["shakespeare_char_24comm"]
+    assert reference["paired_p"] == "" and reference["paired_n"] == "3"
+
+    # noise floor: 24comm - dense = +0.01, -0.02, +0.015; max |difference| 0.02
+    floors = json.loads((out / "noise_floor.json").read_text())
+    assert len(floors) == 1 and floors[0]["n"] == 3 and floors[0]["max_abs"] == pytest.approx(0.02)
+    assert floors[0]["diffs"] == pytest.approx([0.01, -0.02, 0.015])
+    assert "noise floor" in result.stdout
+    assert twelve["within_noise_floor"] == "True"  # CI [0.00026, 0.00274] inside +-0.02
+    assert two["within_noise_floor"] == "False"    # CI [0.050, 0.150]
+
+    # iterations to dense's final loss + 1% (same seed): seed 1 targets 2.02 between evals 200 and 300
+    assert float(runs["shakespeare_char-s1"]["iters_to_1pct"]) == pytest.approx(296.0)  # 200 + (2.5-2.02)/0.5*100
+    assert float(runs["shakespeare_char_24comm-s1"]["iters_to_1pct"]) == pytest.approx(298.0)
+    never = runs["shakespeare_char_2comm-s1"]  # final 2.11 > 2.02: never reached
+    assert never["iters_to_1pct"] == "" and never["reached_1pct"] == "0"
+    assert two["reached_2pct"] == "0" and two["paired_iters_to_2pct_n"] == "0"
+    # dense - 24comm, in iterations: 200 * (dense final - 24comm final) = -2, +4, -3
+    dense = aggregates["shakespeare_char"]
+    assert dense["paired_iters_to_1pct_n"] == "3"
+    assert float(dense["paired_iters_to_1pct_mean"]) == pytest.approx(-1 / 3, abs=1e-4)
+    assert (out / "val_loss_vs_syncs.png").stat().st_size > 10_000
+
+
+def test_summary_reference_option(tmp_path):
+    result, out = summarize_runs(tmp_path, "--reference=shakespeare_char_2comm")  # train_ may be left out
+    assert result.returncode == 0, result.stderr
+    runs, aggregates = read_summary(out)
+    assert float(aggregates["shakespeare_char_24comm"]["paired_diff_mean"]) == pytest.approx(-0.10, abs=1e-6)
+    assert runs["shakespeare_char-s1"]["paired_reference"] == "train_shakespeare_char_2comm"
+
+    bad, _ = summarize_runs(tmp_path, "--reference=train_shakespeare_char_99comm")
+    assert_one_line_error(bad, "--reference='train_shakespeare_char_99comm' matches no setting",
+                          "train_shakespeare_char_12comm", "train_shakespeare_char_24comm")
