@@ -52,7 +52,7 @@ class SyncCounter:
         self.points = {}   # sync point name -> forward syncs, in model order
         self.sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
-        self.comm_seconds = 0.0  # wall time inside collectives, when TPComm.timing is on
+        self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
 
     def __repr__(self):
         return f"SyncCounter(forward={self.forward}, backward={self.backward})"

@@ -74,7 +74,7 @@ tp_backend = "native"  # 'native', 'megatron' (megatron-core's layers; tp_mode='
 # lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
 loss_rate = 0.0  # bernoulli: probability that a packet is lost
-ge_preset = "moderate"  # gilbert_elliott: a preset in comms.GE_PRESETS, overridden key by key by:
+ge_preset = "moderate"  # gilbert_elliott: a preset in links.GE_PRESETS, overridden key by key by:
 ge_p = -1.0  # P(good -> bad) per packet; negative: the preset's value
 ge_r = -1.0  # P(bad -> good) per packet
 ge_k = -1.0  # P(a packet arrives | good)

@@ -54,3 +54,40 @@ def test_a_sync_over_one_rank_is_the_identity_and_not_counted():
     assert torch.equal(comm.sync(b, d, "p"), b + d)
     assert comm.counter.forward == 0
     assert not LosslessLink().lossy and "lossless" in LosslessLink().describe()
+
+
+def test_the_mode_is_chosen_once_by_name():
+    import pytest
+    from comms import DistComm, comm_for
+    assert isinstance(comm_for("sim", 2), SimComm) and isinstance(comm_for("dist", 1), DistComm)
+    assert SimComm.processes_per_tp_group(4) == 1 and DistComm.processes_per_tp_group(4) == 4
+    with pytest.raises(ValueError, match="tp_mode='mpi': allowed are 'sim'"):
+        comm_for("mpi", 2)
+
+
+def test_a_model_refuses_a_comm_of_another_tp_size():
+    import pytest
+    from model import GPT, GPTConfig
+    with pytest.raises(ValueError, match="the comm's tp_size=4 differs from the model's tp_size=2"):
+        GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=4, n_embd=16, tp_size=2), SimComm(4))
+
+
+def test_evaluating_swaps_the_link_for_the_block_only():
+    """Eval is lossless unless asked; a lossy eval draws from its own fresh streams (the same
+    masks at every eval) and leaves training's streams where they were."""
+    from links import BernoulliLoss, LossyLink
+    training = LossyLink(BernoulliLoss(0.5), seed=3, packet_bytes=16)
+    comm = SimComm(2, training)
+    b, d = torch.zeros(1, 1, 64), torch.randn(2, 1, 64)
+    with comm.evaluating():
+        assert isinstance(comm.link, LosslessLink)
+        assert torch.equal(comm.sync(b, d, "p")[0], d.sum(0))
+    assert comm.link is training and training.sent == {}  # nothing drawn from training's streams
+    outs = []
+    for _ in range(2):
+        with comm.evaluating(lossy=True):
+            assert comm.link is not training and comm.link.purpose == 1
+            outs.append(comm.sync(b, d, "p"))
+    assert torch.equal(outs[0], outs[1])  # every eval sees the same packets
+    assert not torch.equal(outs[0][0], d.sum(0))  # and they are lossy
+    assert comm.link is training and training.sent == {}

@@ -79,3 +79,35 @@ def test_train_defaults_are_the_globals_of_train_py():
                 if not k.startswith("_") and isinstance(v, (int, float, bool, str))}
     assert configurator.train_defaults() == executed
     assert {"tp_size", "block_types", "lr_decay_iters", "compile"} <= set(executed)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("seed", -1, "seed=-1 must be in [0, 18446744073709551615]"),  # numpy's SeedSequence would raise later
+    ("learning_rate", -1e-3, "learning_rate=-0.001 must be at least 0.0"),  # AdamW would raise
+    ("weight_decay", -0.1, "weight_decay=-0.1 must be at least 0.0"),
+    ("beta2", 1.0, "beta2=1.0 must be in [0, 1)"),
+    ("beta1", -0.5, "beta1=-0.5 must be in [0, 1)"),
+    ("grad_clip", -1.0, "grad_clip=-1.0 must be at least 0.0"),  # a negative norm would flip every gradient
+    ("min_lr", -1e-4, "min_lr=-0.0001 must be at least 0.0"),
+    ("lr_decay_iters", -5, "lr_decay_iters=-5 must be at least 0"),
+    ("eval_iters", 0, "eval_iters=0 must be at least 1"),
+    ("peak_flops", -1.0, "peak_flops=-1.0 must be at least 0.0"),
+    ("tp_mode", "mpi", "tp_mode='mpi': allowed values are 'sim', 'dist'"),
+    ("nonfinite", "ignore", "nonfinite='ignore': allowed values are 'stop', 'skip'"),
+])
+def test_values_that_torch_or_numpy_would_reject_later_are_config_errors(key, value, message):
+    config = dict(configurator.train_defaults(), **{key: value})
+    with pytest.raises(ConfigError) as error:
+        configurator.check_train_config(config)
+    assert str(error.value) == message
+    configurator.check_train_config(configurator.train_defaults())  # and the defaults pass
+
+
+def test_the_mode_choices_are_the_modes_comms_implements():
+    import comms
+    assert set(configurator.TRAIN_CHOICES["tp_mode"]) == set(comms.MODES)
+
+
+def test_a_negative_seed_is_one_line_from_train_py():
+    from conftest import assert_one_line_error, run_train
+    assert_one_line_error(run_train("--seed=-1", "--max_iters=1"), "error: seed=-1 must be in [0, ")

@@ -219,3 +219,23 @@ def test_lossy_config_errors_through_train(char_data, tmp_path):
     assert_one_line_error(run_train(*base, "--loss_model=gilbert_elliott", "--ge_preset=nope"), "ge_preset='nope'")
     assert_one_line_error(run_train(*base, "--loss_model=bernoulli", "--tp_size=1"), "needs tp_size > 1")
     assert_one_line_error(run_train(*base, "--loss_model=gilbert_elliott", "--ge_p=0", "--ge_r=0"), "ge_p + ge_r = 0")
+
+
+def test_link_defaults_are_train_py_defaults():
+    import configurator
+    from links import LINK_DEFAULTS
+    defaults = configurator.train_defaults()
+    assert LINK_DEFAULTS == {key: defaults[key] for key in LINK_DEFAULTS}
+
+
+def test_readme_preset_table_matches_the_chains():
+    """The README's Gilbert-Elliott table (p, r, k, h, stationary loss, mean loss burst) is the code's."""
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "README.md")) as f:
+        rows = [line.split("|")[1:-1] for line in f if line.startswith("| `") and line.split("|")[1].strip(" `") in GE_PRESETS]
+    assert {row[0].strip(" `") for row in rows} == set(GE_PRESETS)
+    for name, p, r, k, h, loss, _, burst in ([c.strip(" `") for c in row] for row in rows):
+        model = GilbertElliottLoss(*GE_PRESETS[name])
+        assert tuple(float(v) for v in (p, r, k, h)) == GE_PRESETS[name], name
+        assert f"{model.stationary_loss:.3%}" == loss, name
+        assert f"{model.mean_burst:.2f}" == burst, name
