@@ -269,9 +269,8 @@ def model_args_from(config, vocab_size):
 
 
 class GPT(nn.Module):
-    """comm: the execution mode (comms.SimComm, the default, or comms.DistComm) that performs
-    every sync; layers: the (column, row) parallel linear classes (megatron_shim.py offers
-    megatron-core's)."""
+    """comm: the execution mode that performs every sync (comms.SimComm by default);
+    layers: the (column, row) parallel linear classes (megatron_shim.py offers megatron-core's)."""
 
     def __init__(self, config, comm=None, layers=(ColumnParallelLinear, RowParallelLinear)):
         super().__init__()
