@@ -33,6 +33,7 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 
 from links import BWD, FWD, LosslessLink
 
@@ -81,6 +82,46 @@ def _count(comm, point, direction, x):
         incoming = comm.local_ranks * (T - 1)  # links j -> r into the ranks this process holds
         link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
 
+
+
+def _count_traced(comm, point, x):
+    """Count a lossless sync inside a torch.compile graph, where no Python runs in the backward
+    pass: dynamo replays these updates at every call; the backward mirror exchange (autograd's
+    broadcast of the sum) is counted here, from the structure, when a gradient will flow."""
+    _count(comm, point, FWD, x)
+    if torch.is_grad_enabled() and x.requires_grad:
+        _count(comm, point, BWD, x)
+
+
+class _CountedAdd(torch.autograd.Function):
+    """b + total, where total is a sync's partials already summed over ranks (SimComm.sums_in_gemm):
+    counted as the sync and, in the backward pass, as its mirror exchange."""
+
+    @staticmethod
+    def forward(ctx, b, total, comm, point):
+        ctx.comm, ctx.point = comm, point
+        _count(comm, point, FWD, total)
+        return b + total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        _count(ctx.comm, ctx.point, BWD, grad_out)
+        return grad_out, grad_out, None, None
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """A lossless `dist` sync under torch.compile: a functional all-reduce, which the compiler
+    traces; its backward all-reduces the gradient (the mirror exchange). No Python side effects,
+    so it stays inside the graph."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return funcol.all_reduce(x.contiguous(), "sum", group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return funcol.all_reduce(grad.contiguous(), "sum", ctx.group), None
 
 
 class _SimSync(torch.autograd.Function):
@@ -163,17 +204,31 @@ class TPComm:
         self.counter = SyncCounter()
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
-    # Under torch.compile each sync is a graph break on purpose: the counter, the link
-    # models' generators and the collectives run eagerly, the blocks between are compiled.
-    @torch.compiler.disable
     def sync(self, b, d, point):
         """Synchronise pending partials d into b at sync point `point` (a name).
 
-        Returns the new b; the caller's d is spent (zero) afterwards.
+        Returns the new b; the caller's d is spent (zero) afterwards. Under torch.compile a
+        lossless sync is traced into the graph (a sum, or a functional all-reduce); a lossy
+        one is a graph break, because the link's generators and statistics run eagerly.
         """
         if self.tp_size == 1:
             return b + d  # a sync over one rank is the identity: nothing to count
+        if torch.compiler.is_compiling() and not (self.link.loses(FWD) or self.link.loses(BWD)):
+            _count_traced(self, point, d)
+            return b + self._sum_over_ranks(d)
+        return self._eager_sync(b, d, point)
+
+    @torch.compiler.disable
+    def _eager_sync(self, b, d, point):
         return self._sync.apply(b, d, self, point)
+
+    def add_summed(self, b, total, point):
+        """A sync whose partials the sublayer already summed over ranks in its own GEMM (only
+        where sums_in_gemm): the sum is the all-reduce; this counts it and adds it to b."""
+        if torch.compiler.is_compiling():
+            _count_traced(self, point, total)
+            return b + total
+        return _CountedAdd.apply(b, total, self, point)
 
     @contextlib.contextmanager
     def evaluating(self, lossy=False):
@@ -205,6 +260,16 @@ class SimComm(TPComm):
         super().__init__(tp_size, link)
         self.ranks = list(range(tp_size))  # the TP ranks whose shards this process holds
         self.local_ranks = tp_size
+
+    @property
+    def sums_in_gemm(self):
+        """Whether a sublayer synced at once may return its partials already summed over ranks:
+        on a lossless network the sum of the per-rank products is one GEMM over the
+        concatenated ranks, the dense layer's own matmul, with no per-rank partial in memory."""
+        return self.tp_size > 1 and not (self.link.loses(FWD) or self.link.loses(BWD))
+
+    def _sum_over_ranks(self, d):
+        return d.sum(0, keepdim=True)
 
     def loss_mean(self, loss):
         """The training objective from each rank's own loss: the mean over TP ranks (the
@@ -239,11 +304,16 @@ class DistComm(TPComm):
     def processes_per_tp_group(tp_size):
         return tp_size
 
+    sums_in_gemm = False  # a process holds one rank: the sum over ranks is the all-reduce
+
     def __init__(self, tp_size=1, link=None, group=None, rank=0):
         super().__init__(tp_size, link)
         self.group, self.rank = group, rank
         self.ranks = [rank]
         self.local_ranks = 1
+
+    def _sum_over_ranks(self, d):
+        return _AllReduceSum.apply(d, self.group)
 
     def reduce(self, x, direction, point):
         """The sum over TP ranks of x as this rank receives it through the link."""

@@ -6,6 +6,7 @@ TP_SYNC_FAULT: comma-separated `name:number[@rank]`, e.g. "nan_loss:5,exit:7@1,k
     hang:N          the process stops answering at iteration N (its peers' collectives time out)
     nan_loss:N      the loss of iteration N is NaN
     kill_in_save:K  the K-th checkpoint save dies with half the file written (checkpoint.py)
+    extra_sync:0    block 0 syncs once more than the model claims (the sync-count check must fail)
 
 "@r" limits a fault to global rank r. Never set in normal runs: train.py installs the
 hooks only when the variable is set, so the training loop itself holds no test code.
@@ -14,6 +15,8 @@ hooks only when the variable is set, so the training loop itself holds no test c
 import os
 import signal
 import time
+
+import torch
 
 
 def planned(name, rank=0):
@@ -48,3 +51,11 @@ def install(model, rank, current_iter):
 
     model.register_forward_pre_hook(before_forward)
     model.register_forward_hook(after_forward)
+    if planned("extra_sync", rank) is not None:
+        block = model.transformer.h[0]
+        run_block = block.forward
+
+        def forward_with_an_extra_sync(b, d, comm):
+            b, d = run_block(b, d, comm)
+            return comm.sync(b, torch.zeros_like(b), "extra"), d
+        block.forward = forward_with_an_extra_sync

@@ -109,6 +109,13 @@ class ColumnParallelLinear(nn.Module):
             return torch.bmm(x, self.weight.transpose(1, 2))
         return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
 
+    def forward_concat(self, x):
+        # x: (1, N, in), one state shared by every rank -> (1, N, R*out/T): the ranks' outputs
+        # side by side, rank-major, from one GEMM (for a summed row-parallel layer next)
+        R = self.weight.shape[0]
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        return F.linear(x, self.weight.reshape(R * self.weight.shape[1], -1), bias)
+
     def shard(self, full):
         """Cut this process's shards from a full dense weight (out, in) or bias (out,)."""
         ranks, T, g = self.ranks, self.tp_size, self.groups
@@ -146,6 +153,15 @@ class RowParallelLinear(nn.Module):
             return torch.bmm(x, self.weight.transpose(1, 2))
         return torch.baddbmm(self.bias / self.tp_size, x, self.weight.transpose(1, 2))
 
+    def forward_summed(self, x):
+        # x: (N, R*in/T), every rank's input side by side, rank-major -> (N, out), the sum of
+        # the per-rank partials: sum_r x_r W_r^T is one GEMM over the concatenated inner
+        # dimension (the dense layer's matmul); the bias once, as the sum of R shares of bias/T
+        R = self.weight.shape[0]
+        weight = self.weight.permute(1, 0, 2).reshape(self.out_features, R * self.weight.shape[2])  # (out, R*in/T)
+        bias = None if self.bias is None else self.bias * (R / self.tp_size)
+        return F.linear(x, weight, bias)
+
     def shard(self, full):
         if full.dim() == 1:
             return full  # the bias is replicated
@@ -170,7 +186,8 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x):
+    def forward(self, x, summed=False):
+        """Per-rank partial outputs (R, B, L, C); summed=True: their sum over ranks (1, B, L, C)."""
         Rx, B, L, C = x.size()  # (Rx, B, L, C): each rank's LayerNormed state, Rx in {1, R}
         hr, hs = self.heads_per_rank, self.head_size
         qkv = self.c_attn(x.view(Rx, B * L, C))  # (R, N, 3*hr*hs), per rank [q_r; k_r; v_r]
@@ -180,6 +197,9 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.transpose(2, 3).reshape(R * B, hr, L, hs) for t in (q, k, v))  # (R*B, hr, L, hs)
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
                                            is_causal=True)  # (R*B, hr, L, hs)
+        if summed:  # every rank's heads side by side per token, then one GEMM sums the ranks
+            y = y.view(R, B, hr, L, hs).permute(1, 3, 0, 2, 4).reshape(B * L, R * hr * hs)  # (N, R*C/T)
+            return self.resid_dropout(self.c_proj.forward_summed(y)).view(1, B, L, C)
         y = y.view(R, B, hr, L, hs).transpose(2, 3).reshape(R, B * L, hr * hs)  # (R, N, C/T)
         return self.resid_dropout(self.c_proj(y)).view(R, B, L, C)  # partials (R, B, L, C)
 
@@ -195,8 +215,13 @@ class MLP(nn.Module):
         self.c_proj = row(4 * C, C, T, ranks, config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x):
+    def forward(self, x, summed=False):
+        """Per-rank partial outputs (R, B, L, C); summed=True (x shared by the ranks): their sum
+        over ranks (1, B, L, C), which is the dense MLP with the ranks' units side by side."""
         Rx, B, L, C = x.size()
+        if summed:
+            h = self.gelu(self.c_fc.forward_concat(x.view(1, B * L, C)))  # (1, N, 4C): every rank's units
+            return self.dropout(self.c_proj.forward_summed(h[0])).view(1, B, L, C)
         h = self.gelu(self.c_fc(x.view(Rx, B * L, C)))  # (R, N, 4C/T): this rank's hidden units
         m = self.dropout(self.c_proj(h))  # (R, N, C) partials
         return m.view(-1, B, L, C)
@@ -214,7 +239,7 @@ class Block(nn.Module):
         # With one rank every block is the dense block: sync after each sublayer
         # (a sync over one rank is the identity) keeps the dense summation order.
         self.kind = config.block_types[index] if config.tp_size > 1 else "tp"
-        self.index = index
+        self.index, self.dropout = index, config.dropout
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config, ranks, layers)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -222,16 +247,25 @@ class Block(nn.Module):
 
     def forward(self, b, d, comm):
         # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None
-        a = self.attn(self.ln_1(_state(b, d)))
-        d = a if d is None else d + a
-        if self.kind == "tp":
-            b, d = comm.sync(b, d, f"h{self.index}.attn"), None
+        b, d = self.sublayer(self.attn, self.ln_1, b, d, comm, "attn", sync=self.kind == "tp")
         # the MLP sees this rank's own state: after an unsynchronised attention that is b_r + d_r
-        m = self.mlp(self.ln_2(_state(b, d)))
-        d = m if d is None else d + m
-        if self.kind in ("tp", "spd"):
-            b, d = comm.sync(b, d, f"h{self.index}.mlp"), None
+        b, d = self.sublayer(self.mlp, self.ln_2, b, d, comm, "mlp", sync=self.kind in ("tp", "spd"))
         return b, d
+
+    def sublayer(self, layer, norm, b, d, comm, name, sync):
+        """d += layer(norm(b + d)); then, if this block syncs here, b <- sync(b, d) and d <- 0.
+
+        When the sync follows at once from a state every rank shares (d is None) on a lossless
+        `sim` network, the layer returns its partials already summed over ranks, from one GEMM
+        (comm.sums_in_gemm): the same sync, counted, at the dense model's cost. Not with
+        dropout in training, which drops elements of each rank's partial, not of the sum.
+        """
+        point = f"h{self.index}.{name}"
+        if sync and d is None and comm.sums_in_gemm and not (self.training and self.dropout > 0):
+            return comm.add_summed(b, layer(norm(b), summed=True), point), None
+        out = layer(norm(_state(b, d)))
+        d = out if d is None else d + out
+        return (comm.sync(b, d, point), None) if sync else (b, d)
 
 
 @dataclass

@@ -1,0 +1,101 @@
+"""torch.compile: a lossless sync is traced into the graph (no graph break) with its count
+right, a lossy one stays a graph break, and compiled losses, gradients, counts and packets
+equal eager ones. The fused `sim` path (a sublayer summed over ranks in its own GEMM) equals
+the per-rank partials it replaces."""
+
+import pytest
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from comms import SimComm
+from conftest import TINY, run_train
+from links import link_from
+from model import GPT, GPTConfig
+
+PATTERNS = {"tp": 12, "tp,spd": 9, "spd": 6, "spd,parallel": 4, "parallel*5,spd": 1, "parallel": 1}  # n_layer=6
+LINKS = {"lossless": {}, "zero": {"loss_model": "gilbert_elliott", "ge_preset": "zero"},
+         "bernoulli": {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def build(pattern, link, comm_class=SimComm):
+    torch.manual_seed(0)
+    config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2, block_types=pattern)
+    return GPT(config, comm_class(2, link_from(dict(LINKS[link], seed=5))))
+
+
+def step(model, forward):
+    idx = torch.randint(37, (3, 16), generator=torch.Generator().manual_seed(1))
+    model.comm.counter.reset()
+    _, loss = forward(idx, idx)
+    loss.backward()
+    counter = model.comm.counter
+    return loss.detach(), {n: p.grad for n, p in model.named_parameters()}, \
+        (counter.forward, counter.backward, dict(counter.points))
+
+
+def test_a_lossless_model_is_one_graph_forward_and_backward():
+    graphs = {"forward": 0, "backward": 0}
+
+    def compiler(kind):
+        def compile_graph(gm, inputs):
+            graphs[kind] += 1
+            return gm
+        return compile_graph
+    model = build("tp", "lossless")
+    backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
+    _, _, counts = step(model, torch.compile(model, backend=backend))
+    assert graphs == {"forward": 1, "backward": 1}
+    assert counts[:2] == (model.sync_points, model.sync_points) == (12, 12)  # counted inside the graph
+    idx = torch.randint(37, (3, 16))
+    assert torch._dynamo.explain(build("tp", "lossless"))(idx, idx).graph_break_count == 0
+
+
+def test_a_lossy_sync_is_a_graph_break():
+    idx = torch.randint(37, (3, 16))
+    assert torch._dynamo.explain(build("tp", "bernoulli"))(idx, idx).graph_break_count > 0
+
+
+@pytest.mark.parametrize("link", sorted(LINKS))
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_compiled_equals_eager(pattern, link):
+    eager = build(pattern, link)
+    loss, grads, counts = step(eager, eager)
+    compiled = build(pattern, link)
+    loss_c, grads_c, counts_c = step(compiled, torch.compile(compiled, backend="aot_eager"))
+    assert torch.allclose(loss, loss_c, rtol=0, atol=1e-6), (loss, loss_c)
+    for name in grads:
+        assert torch.allclose(grads[name], grads_c[name], rtol=1e-4, atol=1e-7), name
+    assert counts == counts_c and counts[0] == counts[1] == eager.sync_points == PATTERNS[pattern]
+    if eager.comm.link.lossy:  # the same packets sent and lost
+        assert eager.comm.link.stats() == compiled.comm.link.stats()
+
+
+class UnfusedSimComm(SimComm):
+    sums_in_gemm = False  # every sublayer writes its per-rank partials and the sync sums them
+
+
+@pytest.mark.parametrize("pattern", ["tp", "tp,spd", "parallel*5,spd"])
+def test_summing_in_the_gemm_equals_summing_partials(pattern):
+    fused, unfused = build(pattern, "lossless"), build(pattern, "lossless", UnfusedSimComm)
+    assert fused.comm.sums_in_gemm and not unfused.comm.sums_in_gemm
+    loss, grads, counts = step(fused, fused)
+    loss_u, grads_u, counts_u = step(unfused, unfused)
+    assert torch.allclose(loss, loss_u, rtol=0, atol=1e-6)
+    for name in grads:  # the same function, another summation order
+        assert torch.allclose(grads[name], grads_u[name], rtol=1e-4, atol=1e-7), name
+    assert counts == counts_u
+
+
+def test_the_sync_count_check_catches_an_extra_sync(char_data, tmp_path):
+    """The startup check of measured vs analytic syncs must be able to fail."""
+    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2",
+                       "--block_types=tp", env={"TP_SYNC_FAULT": "extra_sync:0"})
+    assert result.returncode != 0
+    assert "sync count mismatch: the model claims 8 per pass, measured 9.0 forward" in result.stderr
