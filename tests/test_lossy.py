@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from bench.link_statistics import draw, runs, standard_error
+from bench.common import draw, records, run_train, runs, standard_error
 from comms import SimComm
+from conftest import TINY, assert_one_line_error
 from links import BWD, FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LosslessLink, LossyLink, link_from
-from conftest import TINY, assert_one_line_error, run_train
 from model import GPT, GPTConfig
 
 N = 2_000_000  # packets per statistical check
@@ -184,9 +184,9 @@ def test_lossy_training_run_logs_statistics(char_data, tmp_path):
                        "--packet_bytes=64")
     assert result.returncode == 0, result.stderr
     assert "loss model: bernoulli(loss_rate=0.01) on fwd+bwd, stationary loss 1.0000%" in result.stdout
-    records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
-    steps = [r for r in records if "val_loss" not in r]
-    evals = [r for r in records if "val_loss" in r]
+    logged = records(out)
+    steps = [r for r in logged if "val_loss" not in r]
+    evals = [r for r in logged if "val_loss" in r]
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.3
     last = steps[-1]
     for key in ("packets_sent", "packets_lost", "observed_loss_rate", "packets_sent_fwd", "packets_lost_bwd",
@@ -208,8 +208,7 @@ def test_lossy_resume_draws_what_an_unbroken_run_draws(char_data, tmp_path):
     assert run_train(*common, "--max_iters=10", "--lr_decay_iters=20", f"--out_dir={broken}").returncode == 0
     assert run_train(*common, "--max_iters=20", "--init_from=resume", f"--out_dir={broken}").returncode == 0
     keep = ("iter", "train_loss", "val_loss", "packets_lost", "packets_lost_bwd", "loss_bursts")
-    logs = [[{k: r[k] for k in keep if k in r} for r in map(json.loads, open(os.path.join(o, "metrics.jsonl")))]
-            for o in (straight, broken)]
+    logs = [[{k: r[k] for k in keep if k in r} for r in records(o)] for o in (straight, broken)]
     assert logs[0] == logs[1]
 
 

@@ -14,19 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY, assert_one_line_error, run, run_train
+from bench.common import records as harness_records
+from bench.common import run, run_train, torchrun
+from conftest import ROOT, TINY, assert_one_line_error
 
 TIMING = ("ms_per_iter", "tokens_per_s", "mfu", "time_s")
 
 
 def records(out_dir, name="metrics.jsonl"):
-    with open(os.path.join(out_dir, name)) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
-
-
-def torchrun(nproc, *args, env=None, timeout=300):
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+    """What a run logged, without the wall-clock keys (they differ between two runs of one thing)."""
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in harness_records(out_dir, name)]
 
 
 def test_kill_during_save_keeps_the_previous_checkpoint(char_data, tmp_path):
