@@ -32,12 +32,17 @@ def sim_and_dist(char_data, tmp_path, dp, pattern, link):
     return sim_dir, dist_dir
 
 
-@pytest.mark.parametrize("link", list(LINKS))
-@pytest.mark.parametrize("pattern", list(PATTERNS))
+# The fast tier keeps one case (parallel and spd blocks over a Gilbert-Elliott link); the rest are slow.
+FAST = ("6comm", "gilbert_elliott")
+
+
+@pytest.mark.parametrize("pattern, link", [pytest.param(p, k, marks=() if (p, k) == FAST else pytest.mark.slow)
+                                           for p in PATTERNS for k in LINKS])
 def test_dist_equals_sim_tp2(char_data, tmp_path, pattern, link):
     assert_same_run(*sim_and_dist(char_data, tmp_path, 1, pattern, link))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern, link", [("24comm", "lossless"), ("12comm", "bernoulli"),
                                            ("6comm", "gilbert_elliott"), ("2comm", "gilbert_elliott")])
 def test_dist_equals_sim_dp2_tp2(char_data, tmp_path, pattern, link):
@@ -50,6 +55,7 @@ def test_dist_equals_sim_dp2_tp2(char_data, tmp_path, pattern, link):
     assert abs(records(single, "eval.jsonl")[0]["val_loss"] - records(dist_dir)[0]["val_loss"]) < 1e-5
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_sim_dist_sim(char_data, tmp_path):
     """A sim checkpoint resumed in dist mode, then back in sim mode, continues the same run."""
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=parallel,spd", "--tp_size=2",
@@ -64,6 +70,7 @@ def test_checkpoint_round_trip_sim_dist_sim(char_data, tmp_path):
     assert_same_run(straight, hop)
 
 
+@pytest.mark.slow
 def test_dist_errors(char_data, tmp_path):
     base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1", "--tp_mode=dist"]
     assert_one_line_error(run_train(*base), "tp_mode='dist' runs one process per TP rank", "torchrun")

@@ -6,7 +6,9 @@ import megatron_shim
 from bench.common import LINKS, PATTERNS, link_args, records, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 
-pytestmark = pytest.mark.skipif(not megatron_shim.available(), reason="megatron-core is not installed")
+# every test here launches torchrun twice or more: the full suite's
+pytestmark = [pytest.mark.skipif(not megatron_shim.available(), reason="megatron-core is not installed"),
+              pytest.mark.slow]
 
 TP2 = [*SMALL, "--tp_size=2"]
 

@@ -76,6 +76,7 @@ def test_nonfinite_step_can_be_skipped(char_data, tmp_path):
     assert all(r["grad_norm"] is not None for i, r in steps.items() if i != 7)
 
 
+@pytest.mark.slow
 def test_exact_resume_in_dist_mode(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", "--tp_mode=dist", "--always_save_checkpoint=True",
             "--block_types=parallel,spd", "--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]
@@ -87,6 +88,7 @@ def test_exact_resume_in_dist_mode(char_data, tmp_path):
     assert records(broken) == records(straight)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["exit:3@1", "hang:3@1"])
 def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, fault):
     start = time.time()
@@ -189,6 +191,7 @@ def mistakes(data, c):
     ]
 
 
+@pytest.mark.slow
 def test_bad_input_campaign(char_data, campaign):
     cases = mistakes(char_data, campaign)
     assert len(cases) >= 20

@@ -94,6 +94,7 @@ def test_a_new_run_never_overwrites_a_checkpoint(char_data, tmp_path):
     assert json.loads(open(os.path.join(tmp_path, "eval.jsonl")).readline())["iter"] == 10
 
 
+@pytest.mark.slow
 def test_two_process_data_parallel_run(char_data, tmp_path):
     out = str(tmp_path / "ddp")
     result = torchrun(2, *TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=20",
