@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import records, torchrun  # noqa: E402
+from bench.harness import records, torchrun  # noqa: E402
 
 BACKENDS = ("native", "megatron")
 

@@ -8,7 +8,7 @@ lengths against 1/r and 1/p, over millions of packets drawn as training draws th
     python bench/link_statistics.py --packets 20000000 --message 700
 
 tests/test_lossy.py asserts the same quantities within 4 standard errors, with the same helpers
-(bench/common.py).
+(bench/harness.py).
 """
 
 import argparse
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import draw, runs, standard_error  # noqa: E402
+from bench.harness import draw, runs, standard_error  # noqa: E402
 from links import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
 
 

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
-from bench.common import autocast, build, random_batch, synchronize, train_steps  # noqa: E402
+from bench.harness import autocast, build, random_batch, synchronize, train_steps  # noqa: E402
 from comms import SimComm  # noqa: E402
 from links import FWD, link_from  # noqa: E402
 from model import model_args_from  # noqa: E402

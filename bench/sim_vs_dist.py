@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import LINKS, PATTERNS, link_args, records, run_train, torchrun  # noqa: E402
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun  # noqa: E402
 
 LABELS = {"lossless": "lossless", "bernoulli": "bernoulli 5%", "gilbert_elliott": "GE heavy"}  # rows of LINKS
 

@@ -31,8 +31,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import PATTERNS as TP_PATTERNS  # noqa: E402
-from bench.common import build, random_batch, train_steps  # noqa: E402
+from bench.harness import PATTERNS as TP_PATTERNS  # noqa: E402
+from bench.harness import build, random_batch, train_steps  # noqa: E402
 from comms import DistComm  # noqa: E402
 from model import count_sync_points, parse_block_types  # noqa: E402
 

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
-from bench.common import autocast, build, random_batch, train_steps  # noqa: E402
+from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
 from model import describe_pattern, model_args_from, peak_flops_per_device  # noqa: E402
 
 SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file

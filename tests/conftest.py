@@ -6,13 +6,13 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.common import run  # noqa: E402  (the harness launches every subprocess of the tests)
+from bench.harness import run  # noqa: E402  (the harness launches every subprocess of the tests)
 
 # A tiny model for end-to-end runs of train.py: seconds on a CPU.
 TINY = ["--n_layer=4", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=8",
         "--eval_iters=2", "--eval_interval=10", "--log_interval=1", "--warmup_iters=2",
         "--learning_rate=3e-3", "--min_lr=3e-4", "--device=cpu", "--compile=False"]
-# 12 layers, so that the sync-count patterns (bench.common.PATTERNS) apply; narrow, so a run takes seconds.
+# 12 layers, so that the sync-count patterns (bench.harness.PATTERNS) apply; narrow, so a run takes seconds.
 SMALL = ["--n_layer=12", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
          "--eval_interval=3", "--log_interval=1", "--warmup_iters=2", "--device=cpu", "--compile=False",
          "--max_iters=6"]

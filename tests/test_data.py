@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from bench.common import run
+from bench.harness import run
 from conftest import ROOT, assert_one_line_error, tiny_text
 
 sys.path.insert(0, os.path.join(ROOT, "data"))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.common import LINKS, PATTERNS, link_args, records, run_train, torchrun
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 
 

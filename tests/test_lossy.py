@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.common import draw, records, run_train, runs, standard_error
+from bench.harness import draw, records, run_train, runs, standard_error
 from comms import SimComm
 from conftest import TINY, assert_one_line_error
 from links import BWD, FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LosslessLink, LossyLink, link_from

@@ -3,7 +3,7 @@
 import pytest
 
 import megatron_shim
-from bench.common import LINKS, PATTERNS, link_args, records, run_train, torchrun
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 
 # every test here launches torchrun twice or more: the full suite's

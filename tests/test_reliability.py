@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.common import records as harness_records
-from bench.common import run, run_train, torchrun
+from bench.harness import records as harness_records
+from bench.harness import run, run_train, torchrun
 from conftest import ROOT, TINY, assert_one_line_error
 
 TIMING = ("ms_per_iter", "tokens_per_s", "mfu", "time_s")

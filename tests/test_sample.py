@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bench.common import run, run_train
+from bench.harness import run, run_train
 from conftest import ROOT, TINY, assert_one_line_error
 
 SEP = "---------------"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.common import run
+from bench.harness import run
 from conftest import ROOT, assert_one_line_error
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))

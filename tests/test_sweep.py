@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from bench.common import run, run_train
+from bench.harness import run, run_train
 from conftest import ROOT, TINY
 
 SWEEP = os.path.join(ROOT, "bench", "sweep.py")

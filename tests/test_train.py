@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from bench.common import records, run_train, torchrun
+from bench.harness import records, run_train, torchrun
 from conftest import TINY, assert_one_line_error
 
 

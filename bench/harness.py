@@ -8,7 +8,7 @@ means the same thing in every measurement and every check:
 - build, random_batch, train_steps: a model, a fixed batch and timed AdamW steps, in process;
 - draw, runs, standard_error: a link's loss flags and the statistics tests check them by.
 
-Import it as `from bench.common import ...` with the repository root on sys.path (the
+Import it as `from bench.harness import ...` with the repository root on sys.path (the
 bench scripts put it there; tests/conftest.py does for the tests).
 """
 
