@@ -14,30 +14,28 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import records, torchrun  # noqa: E402
+
 BACKENDS = ("native", "megatron")
 
 
 def launch(args, backend, out_dir):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-           os.path.join(ROOT, "train.py"), args.config, "--tp_mode=dist", f"--tp_backend={backend}",
-           f"--max_iters={args.max_iters}", f"--out_dir={out_dir}", "--log_interval=1",
-           f"--eval_interval={args.max_iters}", "--compile=False", *args.set]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    result = torchrun(args.nproc, args.config, "--tp_mode=dist", f"--tp_backend={backend}",
+                      f"--max_iters={args.max_iters}", f"--out_dir={out_dir}", "--log_interval=1",
+                      f"--eval_interval={args.max_iters}", "--compile=False", *args.set,
+                      env={"OMP_NUM_THREADS": str(args.threads)}, timeout=None)
     if result.returncode != 0:
         sys.exit(f"error: the {backend} run failed: {result.stderr.strip().splitlines()[-1:]}")
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f]
+    logged = records(out_dir)
     with open(os.path.join(out_dir, "config.json")) as f:
         config = json.load(f)
     tokens = config["gradient_accumulation_steps"] * config["batch_size"] * config["block_size"]  # per iteration
-    steps = [r for r in records if "val_loss" not in r][5:]  # skip the first steps (warm-up)
-    return statistics.median(r["ms_per_iter"] for r in steps), records[-1], tokens
+    steps = [r for r in logged if "val_loss" not in r][5:]  # skip the first steps (warm-up)
+    return statistics.median(r["ms_per_iter"] for r in steps), logged[-1], tokens
 
 
 def main():

@@ -7,47 +7,19 @@ lengths against 1/r and 1/p, over millions of packets drawn as training draws th
     python bench/link_statistics.py                   # 4M packets per model, 1,000-packet messages
     python bench/link_statistics.py --packets 20000000 --message 700
 
-tests/test_lossy.py asserts the same quantities within 4 standard errors, with these helpers.
+tests/test_lossy.py asserts the same quantities within 4 standard errors, with the same helpers
+(bench/harness.py).
 """
 
 import argparse
-import math
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import draw, runs, standard_error  # noqa: E402
 from links import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
-
-
-def draw(link, n_packets, messages=20, src=0, dst=1, direction=FWD):
-    """Lost flags of `messages` consecutive messages on one link, concatenated."""
-    per = n_packets // messages
-    return np.concatenate([(~link.arrived(src, dst, direction, "p", per, "cpu")).numpy() for _ in range(messages)])
-
-
-def runs(flags):
-    """Lengths of the maximal runs of True and of False, without the two cut-off end runs."""
-    change = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
-    bounds = np.concatenate([[0], change, [len(flags)]])
-    lengths, values = np.diff(bounds)[1:-1], flags[bounds[:-1]][1:-1]
-    return lengths[values], lengths[~values]
-
-
-def standard_error(model, n):
-    """Standard error of the observed loss fraction of n packets of one stationary stream.
-
-    Bernoulli: sqrt(q (1 - q) / n). Gilbert-Elliott: the loss indicators are correlated
-    through the state, whose autocorrelation decays as lambda^t with lambda = 1 - p - r, which
-    adds 2 (h_loss - g_loss)^2 pi_b (1 - pi_b) lambda / (1 - lambda) to the per-packet variance.
-    """
-    q = model.stationary_loss
-    var = q * (1 - q)
-    if isinstance(model, GilbertElliottLoss):
-        lam, bad = 1 - model.p - model.r, model.stationary_bad
-        var += 2 * ((1 - model.h) - (1 - model.k)) ** 2 * bad * (1 - bad) * lam / (1 - lam)
-    return math.sqrt(var / n)
 
 
 def main():

@@ -21,9 +21,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
+from bench.harness import autocast, build, random_batch, synchronize, train_steps  # noqa: E402
 from comms import SimComm  # noqa: E402
 from links import FWD, link_from  # noqa: E402
-from model import GPT, GPTConfig, model_args_from  # noqa: E402
+from model import model_args_from  # noqa: E402
 
 SETTINGS = {  # name -> link config keys (links.link_from)
     "lossless": dict(loss_model="none"),
@@ -33,45 +34,27 @@ SETTINGS = {  # name -> link config keys (links.link_from)
 }
 
 
-def synchronize(device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def step_times(args):
     config, _ = configurator.configure(configurator.train_defaults(), [args.config])
     vocab = 50304 if config["dataset"] == "openwebtext" else 65
-    device_type = args.device.split(":")[0]
     entries = {}
     for name, kwargs in SETTINGS.items():
-        torch.manual_seed(0)
         link = link_from({**kwargs, "seed": 0, "packet_bytes": config["packet_bytes"]})
-        model = GPT(GPTConfig(**model_args_from(config, vocab)), SimComm(config["tp_size"], link)).to(args.device)
-        g = torch.Generator().manual_seed(0)
-        x = torch.randint(vocab, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
-        optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), device_type)
+        model, optimizer = build(model_args_from(config, vocab), SimComm(config["tp_size"], link), args.device)
+        x, _ = random_batch(vocab, config["batch_size"], config["block_size"], device=args.device)
         entries[name] = (model, optimizer, x)
-    ctx = torch.autocast(device_type, dtype=getattr(torch, args.dtype)) if args.dtype != "float32" else \
-        torch.autocast(device_type, enabled=False)
+    ctx = autocast(args.device, args.dtype)
 
     def run(name, n):
         model, optimizer, x = entries[name]
-        for _ in range(n):
-            with ctx:
-                _, loss = model(x, x)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        synchronize(args.device)
+        return train_steps(model, optimizer, x, x, n, ctx, args.device)
 
     for name in entries:
         run(name, 2)  # warm up
     times = {name: [] for name in entries}
     for _ in range(args.rounds):
         for name in entries:
-            t0 = time.perf_counter()
-            run(name, args.steps)
-            times[name].append((time.perf_counter() - t0) / args.steps)
+            times[name].append(run(name, args.steps))
     model, _, x = entries["lossless"]
     print(f"# step time, {args.config}, batch {tuple(x.shape)}, tp={model.config.tp_size}, "
           f"{model.sync_points} sync points, device={args.device} ({torch.get_num_threads()} threads), "

@@ -12,32 +12,24 @@ counts differ is marked, and the script exits non-zero.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATTERNS = {"24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
-LINKS = {"lossless": ["--loss_model=none"],
-         "bernoulli 5%": ["--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"],
-         "GE heavy": ["--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]}
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun  # noqa: E402
+
+LABELS = {"lossless": "lossless", "bernoulli": "bernoulli 5%", "gilbert_elliott": "GE heavy"}  # rows of LINKS
 
 
 def train(args, out_dir, dist):
-    launcher = [sys.executable]
-    if dist:
-        launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.tp_size}"]
-    cmd = [*launcher, os.path.join(ROOT, "train.py"), args.config, f"--out_dir={out_dir}", "--compile=False",
-           f"--tp_size={args.tp_size}", f"--max_iters={args.max_iters}", "--log_interval=1", "--eval_interval=5",
-           f"--tp_mode={'dist' if dist else 'sim'}", *args.extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    train_args = [args.config, f"--out_dir={out_dir}", "--compile=False", f"--tp_size={args.tp_size}",
+                  f"--max_iters={args.max_iters}", "--log_interval=1", "--eval_interval=5",
+                  f"--tp_mode={'dist' if dist else 'sim'}", *args.extra]
+    result = torchrun(args.tp_size, *train_args, timeout=None) if dist else run_train(*train_args, timeout=None)
     if result.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd[-4:])} failed: {result.stderr.strip().splitlines()[-1:]}")
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+        sys.exit(f"error: {' '.join(train_args[-4:])} failed: {result.stderr.strip().splitlines()[-1:]}")
+    return records(out_dir)
 
 
 def main():
@@ -52,8 +44,9 @@ def main():
     worst, mismatched = 0.0, False
     with tempfile.TemporaryDirectory() as tmp:
         for pattern, block_types in PATTERNS.items():
-            for link, link_args in LINKS.items():
-                args.extra = [f"--block_types={block_types}", *link_args, *(f"--{kv}" for kv in args.set)]
+            for name, link_config in LINKS.items():
+                link = LABELS[name]
+                args.extra = [f"--block_types={block_types}", *link_args(link_config), *(f"--{kv}" for kv in args.set)]
                 row = os.path.join(tmp, f"{pattern}-{link.replace(' ', '-')}")
                 sim = train(args, row + "-sim", dist=False)
                 dst = train(args, row + "-dist", dist=True)

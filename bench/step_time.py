@@ -31,37 +31,30 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.harness import PATTERNS as TP_PATTERNS  # noqa: E402
+from bench.harness import build, random_batch, train_steps  # noqa: E402
 from comms import DistComm  # noqa: E402
-from model import GPT, GPTConfig, count_sync_points, parse_block_types  # noqa: E402
+from model import count_sync_points, parse_block_types  # noqa: E402
 
-PATTERNS = {"dense": None, "24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
+PATTERNS = {"dense": None, **TP_PATTERNS}  # dense: tp_size=1, each process the whole model
 
 
-def build(pattern, args, group, rank):
+def build_entry(pattern, args, group, rank):
     tp_size = 1 if pattern is None else 2
-    cfg = GPTConfig(n_layer=12, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
-                    vocab_size=args.vocab_size, tp_size=tp_size, block_types=pattern or "tp")
-    torch.manual_seed(0)
-    comm = DistComm(tp_size, group=group, rank=rank) if tp_size > 1 else None
-    model = GPT(cfg, comm)
+    model_args = dict(n_layer=12, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
+                      vocab_size=args.vocab_size, tp_size=tp_size, block_types=pattern or "tp")
+    model, optimizer = build(model_args, DistComm(tp_size, group=group, rank=rank) if tp_size > 1 else None)
     model.comm.timing = True
-    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), "cpu")
     return model, optimizer
 
 
-def train_steps(model, optimizer, x, n):
-    """n full steps: forward, backward, replicated-gradient reduction, clipping, AdamW."""
+def timed_steps(model, optimizer, x, n):
+    """n full steps (train.py's, with the replicated-gradient reduction and clipping):
+    (seconds per step, seconds in collectives per step, the sync counter)."""
     counter = model.comm.counter
     counter.reset()
-    start = time.perf_counter()
-    for _ in range(n):
-        _, loss = model(x, x)
-        loss.backward()
-        model.comm.reduce_replicated_grads(model.parameters())
-        model.comm.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return (time.perf_counter() - start) / n, counter.comm_seconds / n, counter
+    seconds = train_steps(model, optimizer, x, x, n, reduce_and_clip=True)
+    return seconds, counter.comm_seconds / n, counter
 
 
 def allreduce_sweep(group, repeats):
@@ -107,16 +100,15 @@ def main():
     torch.set_num_threads(1)
     group = dist.new_group([0, 1])
 
-    entries = {name: build(pattern, args, group, rank) for name, pattern in PATTERNS.items()}
-    batches = {b: torch.randint(args.vocab_size, (b, args.block_size), generator=torch.Generator().manual_seed(1))
-               for b in args.batch_sizes}
+    entries = {name: build_entry(pattern, args, group, rank) for name, pattern in PATTERNS.items()}
+    batches = {b: random_batch(args.vocab_size, b, args.block_size, seed=1)[0] for b in args.batch_sizes}
     for name in entries:
-        train_steps(*entries[name], batches[args.batch_sizes[0]], 2)  # warm up
+        timed_steps(*entries[name], batches[args.batch_sizes[0]], 2)  # warm up
     measured = {(name, b): [] for b in args.batch_sizes for name in entries}
     for _ in range(args.rounds):
         for name, b in measured:
             dist.barrier()
-            step, comm_s, counter = train_steps(*entries[name], batches[b], args.steps)
+            step, comm_s, counter = timed_steps(*entries[name], batches[b], args.steps)
             measured[name, b].append((step, comm_s, counter.forward // args.steps,
                                       counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps))
     sweep = allreduce_sweep(group, repeats=15)

@@ -16,13 +16,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
-from model import GPT, GPTConfig, describe_pattern, model_args_from, peak_flops_per_device  # noqa: E402
+from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
+from model import describe_pattern, model_args_from, peak_flops_per_device  # noqa: E402
 
 SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
     "char": "config/train_shakespeare_char",
@@ -31,31 +31,20 @@ SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
 SYNC_COUNTS = (24, 18, 16, 12, 8, 6, 2)
 
 
-def build(path, args):
+def build_entry(path, args):
     config, _ = configurator.configure(configurator.train_defaults(), [path] + [f"--{kv}" for kv in args.set])
     if args.batch_size:
         config["batch_size"] = args.batch_size
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(**model_args_from(config, vocab_size=args.vocab_size))).to(args.device)
-    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), args.device.split(":")[0])
+    model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), device=args.device)
     step_model = torch.compile(model) if args.compile else model
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(args.vocab_size, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
-    y = torch.randint(args.vocab_size, (config["batch_size"], config["block_size"]), generator=g).to(args.device)
+    x, y = random_batch(args.vocab_size, config["batch_size"], config["block_size"], device=args.device)
     return dict(model=model, step_model=step_model, optimizer=optimizer, x=x, y=y)
 
 
 def run_steps(entry, n, args):
-    ctx = torch.autocast(args.device.split(":")[0], dtype=getattr(torch, args.dtype)) \
-        if args.dtype != "float32" else torch.autocast("cpu", enabled=False)
-    for _ in range(n):
-        with ctx:
-            _, loss = entry["step_model"](entry["x"], entry["y"])
-        loss.backward()
-        entry["optimizer"].step()
-        entry["optimizer"].zero_grad(set_to_none=True)
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
+    """n timed steps; seconds per step."""
+    return train_steps(entry["step_model"], entry["optimizer"], entry["x"], entry["y"], n,
+                       autocast(args.device, args.dtype), args.device)
 
 
 def main():
@@ -80,7 +69,7 @@ def main():
     prefix = SCALES[args.scale]
     names = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
     paths = {"dense": prefix + ".py", **{f"{n}comm": f"{prefix}_{n}comm.py" for n in SYNC_COUNTS}}
-    entries = {name: build(paths[name], args) for name in names}
+    entries = {name: build_entry(paths[name], args) for name in names}
     for name in names:
         run_steps(entries[name], args.warmup, args)
 
@@ -88,9 +77,7 @@ def main():
     rate = {name: [] for name in names}
     for _ in range(args.rounds):
         for name in names:
-            t0 = time.perf_counter()
-            run_steps(entries[name], args.steps, args)
-            rate[name].append(tokens[name] / (time.perf_counter() - t0))
+            rate[name].append(tokens[name] / (run_steps(entries[name], args.steps, args) * args.steps))
 
     device_type = args.device.split(":")[0]
     peak = peak_flops_per_device(device_type, args.dtype)

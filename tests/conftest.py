@@ -1,17 +1,21 @@
 import os
 import random
-import subprocess
 import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from bench.harness import run  # noqa: E402  (the harness launches every subprocess of the tests)
 
 # A tiny model for end-to-end runs of train.py: seconds on a CPU.
 TINY = ["--n_layer=4", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=8",
         "--eval_iters=2", "--eval_interval=10", "--log_interval=1", "--warmup_iters=2",
         "--learning_rate=3e-3", "--min_lr=3e-4", "--device=cpu", "--compile=False"]
+# 12 layers, so that the sync-count patterns (bench.harness.PATTERNS) apply; narrow, so a run takes seconds.
+SMALL = ["--n_layer=12", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
+         "--eval_interval=3", "--log_interval=1", "--warmup_iters=2", "--device=cpu", "--compile=False",
+         "--max_iters=6"]
 
 
 def tiny_text(n_words=6000, seed=0):
@@ -26,16 +30,6 @@ def tiny_text(n_words=6000, seed=0):
         if rng.random() < 0.2:
             words[-1] += "\n"
     return " ".join(words)
-
-
-def run(args, cwd=ROOT, env=None, timeout=600):
-    """Run a command of the project (python scripts via this interpreter)."""
-    full_env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **(env or {}))
-    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-
-
-def run_train(*args, env=None, timeout=600):
-    return run([sys.executable, os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
 
 
 def assert_one_line_error(result, *needles):

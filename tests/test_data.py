@@ -7,7 +7,8 @@ import sys
 
 import numpy as np
 
-from conftest import ROOT, assert_one_line_error, run, tiny_text
+from bench.harness import run
+from conftest import ROOT, assert_one_line_error, tiny_text
 
 sys.path.insert(0, os.path.join(ROOT, "data"))
 

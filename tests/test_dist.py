@@ -1,30 +1,9 @@
 """`dist` mode (one process per TP rank, torchrun on gloo) against the `sim` simulation."""
 
-import json
-import os
-import sys
-
 import pytest
 
-from conftest import ROOT, assert_one_line_error, run, run_train
-
-# 12 layers so the sync-count patterns apply; narrow so a run takes seconds
-SMALL = ["--n_layer=12", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
-         "--eval_interval=3", "--log_interval=1", "--warmup_iters=2", "--device=cpu", "--compile=False",
-         "--max_iters=6"]
-PATTERNS = {"24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
-LINKS = {"lossless": [], "bernoulli": ["--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"],
-         "gilbert_elliott": ["--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]}
-
-
-def torchrun(nproc, *args):
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                os.path.join(ROOT, "train.py"), *args])
-
-
-def records(out_dir):
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun
+from conftest import SMALL, assert_one_line_error
 
 
 def assert_same_run(sim_dir, dist_dir, tol=1e-5):
@@ -43,7 +22,7 @@ def assert_same_run(sim_dir, dist_dir, tol=1e-5):
 
 def sim_and_dist(char_data, tmp_path, dp, pattern, link):
     args = [*SMALL, f"--data_dir={char_data}", f"--block_types={PATTERNS[pattern]}", "--tp_size=2",
-            f"--gradient_accumulation_steps={dp}", *LINKS[link]]
+            f"--gradient_accumulation_steps={dp}", *link_args(LINKS[link])]
     sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
     sim = run_train(*args, f"--out_dir={sim_dir}") if dp == 1 else torchrun(dp, *args, f"--out_dir={sim_dir}")
     assert sim.returncode == 0, sim.stderr[-2000:]
@@ -53,12 +32,17 @@ def sim_and_dist(char_data, tmp_path, dp, pattern, link):
     return sim_dir, dist_dir
 
 
-@pytest.mark.parametrize("link", list(LINKS))
-@pytest.mark.parametrize("pattern", list(PATTERNS))
+# The fast tier keeps one case (parallel and spd blocks over a Gilbert-Elliott link); the rest are slow.
+FAST = ("6comm", "gilbert_elliott")
+
+
+@pytest.mark.parametrize("pattern, link", [pytest.param(p, k, marks=() if (p, k) == FAST else pytest.mark.slow)
+                                           for p in PATTERNS for k in LINKS])
 def test_dist_equals_sim_tp2(char_data, tmp_path, pattern, link):
     assert_same_run(*sim_and_dist(char_data, tmp_path, 1, pattern, link))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern, link", [("24comm", "lossless"), ("12comm", "bernoulli"),
                                            ("6comm", "gilbert_elliott"), ("2comm", "gilbert_elliott")])
 def test_dist_equals_sim_dp2_tp2(char_data, tmp_path, pattern, link):
@@ -67,15 +51,15 @@ def test_dist_equals_sim_dp2_tp2(char_data, tmp_path, pattern, link):
     # before the first step every layout holds the same model and scores the same eval batches
     single = str(tmp_path / "single")
     assert run_train(*SMALL, f"--data_dir={char_data}", f"--block_types={PATTERNS[pattern]}", "--tp_size=2",
-                     "--eval_only=True", *LINKS[link], f"--out_dir={single}").returncode == 0
-    with open(os.path.join(single, "eval.jsonl")) as f:
-        assert abs(json.loads(f.readline())["val_loss"] - records(dist_dir)[0]["val_loss"]) < 1e-5
+                     "--eval_only=True", *link_args(LINKS[link]), f"--out_dir={single}").returncode == 0
+    assert abs(records(single, "eval.jsonl")[0]["val_loss"] - records(dist_dir)[0]["val_loss"]) < 1e-5
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_sim_dist_sim(char_data, tmp_path):
     """A sim checkpoint resumed in dist mode, then back in sim mode, continues the same run."""
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=parallel,spd", "--tp_size=2",
-            "--always_save_checkpoint=True", "--lr_decay_iters=9", *LINKS["gilbert_elliott"]]
+            "--always_save_checkpoint=True", "--lr_decay_iters=9", *link_args(LINKS["gilbert_elliott"])]
     straight, hop = str(tmp_path / "straight"), str(tmp_path / "hop")
     assert run_train(*args, "--max_iters=9", f"--out_dir={straight}").returncode == 0
     assert run_train(*args, "--max_iters=3", f"--out_dir={hop}").returncode == 0
@@ -86,6 +70,7 @@ def test_checkpoint_round_trip_sim_dist_sim(char_data, tmp_path):
     assert_same_run(straight, hop)
 
 
+@pytest.mark.slow
 def test_dist_errors(char_data, tmp_path):
     base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1", "--tp_mode=dist"]
     assert_one_line_error(run_train(*base), "tp_mode='dist' runs one process per TP rank", "torchrun")

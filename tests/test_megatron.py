@@ -1,32 +1,16 @@
 """The megatron-core backend against the native one: the same run, the same syncs and packets."""
 
-import json
-import os
-import sys
-
 import pytest
 
 import megatron_shim
-from conftest import ROOT, assert_one_line_error, run, run_train
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun
+from conftest import SMALL, assert_one_line_error
 
-pytestmark = pytest.mark.skipif(not megatron_shim.available(), reason="megatron-core is not installed")
+# every test here launches torchrun twice or more: the full suite's
+pytestmark = [pytest.mark.skipif(not megatron_shim.available(), reason="megatron-core is not installed"),
+              pytest.mark.slow]
 
-SMALL = ["--n_layer=12", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
-         "--eval_interval=3", "--log_interval=1", "--warmup_iters=2", "--device=cpu", "--compile=False",
-         "--max_iters=6", "--tp_size=2"]
-PATTERNS = {"24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
-LINKS = {"lossless": [], "bernoulli": ["--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"],
-         "gilbert_elliott": ["--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]}
-
-
-def torchrun(*args):
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                os.path.join(ROOT, "train.py"), *args])
-
-
-def records(out_dir):
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+TP2 = [*SMALL, "--tp_size=2"]
 
 
 # The backends run the same math with different kernels (megatron's autograd linear
@@ -39,11 +23,12 @@ TOLERANCE = 1e-5
 @pytest.mark.parametrize("pattern, link", [("24comm", "lossless"), ("24comm", "bernoulli"), ("12comm", "gilbert_elliott"),
                                            ("6comm", "bernoulli"), ("2comm", "gilbert_elliott")])
 def test_megatron_backend_equals_native(char_data, tmp_path, pattern, link):
-    args = [*SMALL, f"--data_dir={char_data}", "--tp_mode=dist", f"--block_types={PATTERNS[pattern]}", *LINKS[link]]
+    args = [*TP2, f"--data_dir={char_data}", "--tp_mode=dist", f"--block_types={PATTERNS[pattern]}",
+            *link_args(LINKS[link])]
     runs = {}
     for backend in ("native", "megatron"):
         out = str(tmp_path / backend)
-        result = torchrun(*args, f"--tp_backend={backend}", f"--out_dir={out}")
+        result = torchrun(2, *args, f"--tp_backend={backend}", f"--out_dir={out}")
         assert result.returncode == 0, result.stderr[-2000:]
         assert f"backend: {'megatron-core' if backend == 'megatron' else 'native'} (tp_backend='{backend}')" in result.stdout
         runs[backend] = records(out)
@@ -58,11 +43,11 @@ def test_megatron_backend_equals_native(char_data, tmp_path, pattern, link):
 
 def test_megatron_checkpoint_resumes_natively(char_data, tmp_path):
     """One checkpoint format: a megatron-backend dist run continues as a native sim run."""
-    args = [*SMALL, f"--data_dir={char_data}", "--block_types=spd", "--always_save_checkpoint=True",
+    args = [*TP2, f"--data_dir={char_data}", "--block_types=spd", "--always_save_checkpoint=True",
             "--lr_decay_iters=6"]
     straight, hop = str(tmp_path / "straight"), str(tmp_path / "hop")
     assert run_train(*args, f"--out_dir={straight}").returncode == 0
-    first = torchrun(*args, "--max_iters=3", "--tp_mode=dist", "--tp_backend=megatron", f"--out_dir={hop}")
+    first = torchrun(2, *args, "--max_iters=3", "--tp_mode=dist", "--tp_backend=megatron", f"--out_dir={hop}")
     assert first.returncode == 0, first.stderr[-2000:]
     assert run_train(*args, "--init_from=resume", f"--out_dir={hop}").returncode == 0
     for a, b in zip(records(straight), records(hop), strict=True):
@@ -70,7 +55,7 @@ def test_megatron_checkpoint_resumes_natively(char_data, tmp_path):
 
 
 def test_backend_selection_errors(char_data, tmp_path):
-    base = [*SMALL, f"--data_dir={char_data}", f"--out_dir={tmp_path}"]
+    base = [*TP2, f"--data_dir={char_data}", f"--out_dir={tmp_path}"]
     assert_one_line_error(run_train(*base, "--tp_backend=megatron"), "tp_backend='megatron' needs tp_mode='dist'")
     result = run_train(*base, "--tp_backend=auto", "--max_iters=1", f"--out_dir={tmp_path}/sim")
     assert result.returncode == 0 and "backend: native (auto: megatron needs tp_mode='dist')" in result.stdout
@@ -79,13 +64,10 @@ def test_backend_selection_errors(char_data, tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     env = {"PYTHONPATH": str(tmp_path / "shadow")}
-    missing = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                   os.path.join(ROOT, "train.py"), *base, "--tp_mode=dist", "--tp_backend=megatron",
-                   f"--out_dir={tmp_path}/missing"], env=env)
+    missing = torchrun(2, *base, "--tp_mode=dist", "--tp_backend=megatron", f"--out_dir={tmp_path}/missing", env=env)
     assert missing.returncode != 0
     ours = [line for line in missing.stderr.splitlines() if line.startswith("error:")]
     assert len(ours) == 1 and "megatron-core is not installed" in ours[0] and "pip install" in ours[0]
-    auto = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                os.path.join(ROOT, "train.py"), *base, "--tp_mode=dist", "--tp_backend=auto", "--max_iters=1",
-                f"--out_dir={tmp_path}/auto"], env=env)
+    auto = torchrun(2, *base, "--tp_mode=dist", "--tp_backend=auto", "--max_iters=1", f"--out_dir={tmp_path}/auto",
+                    env=env)
     assert auto.returncode == 0 and "backend: native (auto: megatron-core is not installed)" in auto.stdout

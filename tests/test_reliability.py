@@ -14,19 +14,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY, assert_one_line_error, run, run_train
+from bench.harness import records as harness_records
+from bench.harness import run, run_train, torchrun
+from conftest import ROOT, TINY, assert_one_line_error
 
 TIMING = ("ms_per_iter", "tokens_per_s", "mfu", "time_s")
 
 
 def records(out_dir, name="metrics.jsonl"):
-    with open(os.path.join(out_dir, name)) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in f]
-
-
-def torchrun(nproc, *args, env=None, timeout=300):
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+    """What a run logged, without the wall-clock keys (they differ between two runs of one thing)."""
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in harness_records(out_dir, name)]
 
 
 def test_kill_during_save_keeps_the_previous_checkpoint(char_data, tmp_path):
@@ -79,6 +76,7 @@ def test_nonfinite_step_can_be_skipped(char_data, tmp_path):
     assert all(r["grad_norm"] is not None for i, r in steps.items() if i != 7)
 
 
+@pytest.mark.slow
 def test_exact_resume_in_dist_mode(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", "--tp_mode=dist", "--always_save_checkpoint=True",
             "--block_types=parallel,spd", "--loss_model=gilbert_elliott", "--ge_preset=heavy", "--packet_bytes=64"]
@@ -90,6 +88,7 @@ def test_exact_resume_in_dist_mode(char_data, tmp_path):
     assert records(broken) == records(straight)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["exit:3@1", "hang:3@1"])
 def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, fault):
     start = time.time()
@@ -192,6 +191,7 @@ def mistakes(data, c):
     ]
 
 
+@pytest.mark.slow
 def test_bad_input_campaign(char_data, campaign):
     cases = mistakes(char_data, campaign)
     assert len(cases) >= 20

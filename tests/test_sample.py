@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINY, assert_one_line_error, run, run_train
+from bench.harness import run, run_train
+from conftest import ROOT, TINY, assert_one_line_error
 
 SEP = "---------------"
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_one_line_error, run
+from bench.harness import run
+from conftest import ROOT, assert_one_line_error
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import summarize  # noqa: E402

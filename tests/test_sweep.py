@@ -5,7 +5,8 @@ import json
 import os
 import sys
 
-from conftest import ROOT, TINY, run, run_train
+from bench.harness import run, run_train
+from conftest import ROOT, TINY
 
 SWEEP = os.path.join(ROOT, "bench", "sweep.py")
 

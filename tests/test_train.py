@@ -4,16 +4,11 @@ import glob
 import json
 import os
 import shutil
-import sys
 
 import pytest
 
-from conftest import ROOT, TINY, assert_one_line_error, run, run_train
-
-
-def records(out_dir):
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+from bench.harness import records, run_train, torchrun
+from conftest import TINY, assert_one_line_error
 
 
 def train_losses(out_dir):
@@ -99,19 +94,17 @@ def test_a_new_run_never_overwrites_a_checkpoint(char_data, tmp_path):
     assert json.loads(open(os.path.join(tmp_path, "eval.jsonl")).readline())["iter"] == 10
 
 
+@pytest.mark.slow
 def test_two_process_data_parallel_run(char_data, tmp_path):
     out = str(tmp_path / "ddp")
-    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                  os.path.join(ROOT, "train.py"), *TINY, f"--data_dir={char_data}", f"--out_dir={out}",
-                  "--max_iters=20", "--gradient_accumulation_steps=2", "--tp_size=2", "--block_types=spd"])
+    result = torchrun(2, *TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=20",
+                      "--gradient_accumulation_steps=2", "--tp_size=2", "--block_types=spd")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dp=2 x tp=2 (sim, 2 processes)" in result.stdout
     assert "tokens/iter: 512" in result.stdout  # 2 micro-batches in all, one per process
     evals = [r for r in records(out) if "val_loss" in r]
     assert len(evals) == 3 and evals[-1]["val_loss"] < evals[0]["val_loss"]
-    bad = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               os.path.join(ROOT, "train.py"), *TINY, f"--data_dir={char_data}", f"--out_dir={out}",
-               "--gradient_accumulation_steps=3"])
+    bad = torchrun(2, *TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--gradient_accumulation_steps=3")
     assert bad.returncode != 0 and "gradient_accumulation_steps=3 is not divisible" in bad.stderr
 
 

@@ -1,0 +1,166 @@
+"""
+The harness that bench scripts and tests share, so that a pattern, a link or a timed step
+means the same thing in every measurement and every check:
+
+- PATTERNS and LINKS: the block patterns and lossy links that runs are compared over;
+- run, run_train, torchrun, records: launch train.py (one process or under torchrun) and
+  read back what it logged;
+- build, random_batch, train_steps: a model, a fixed batch and timed AdamW steps, in process;
+- draw, runs, standard_error: a link's loss flags and the statistics tests check them by.
+
+Import it as `from bench.harness import ...` with the repository root on sys.path (the
+bench scripts put it there; tests/conftest.py does for the tests).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from links import FWD, LINK_DEFAULTS, GilbertElliottLoss
+from model import GPT, GPTConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The sync-count patterns (12 layers, TP=2) that every comparison covers: name -> block_types.
+PATTERNS = {"24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
+
+# The links the comparisons run over, as link config keys (links.LINK_DEFAULTS). 64-byte
+# packets and high loss rates, so that a short run of a narrow model loses many packets.
+LINKS = {
+    "lossless": dict(loss_model="none"),
+    "bernoulli": dict(loss_model="bernoulli", loss_rate=0.05, packet_bytes=64),
+    "gilbert_elliott": dict(loss_model="gilbert_elliott", ge_preset="heavy", packet_bytes=64),
+}
+
+
+def link_args(link):
+    """A link config dict -> train.py's `--key=value` arguments, in the dict's order."""
+    unknown = set(link) - set(LINK_DEFAULTS)
+    assert not unknown, f"not link keys: {sorted(unknown)}"
+    return [f"--{key}={value}" for key, value in link.items()]
+
+
+# --- train.py as a subprocess ---------------------------------------------------------
+
+def run(args, env=None, timeout=600):
+    """Run a command (python scripts via this interpreter) in the repository root; capture its output.
+
+    One thread per process (OMP_NUM_THREADS=1 unless env says otherwise): several processes
+    share a few cores, and oversubscribed threads make timings and collectives crawl.
+    timeout: a hung run fails its caller after 10 minutes; pass None for long benchmark runs.
+    """
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **(env or {}))
+    return subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_train(*args, env=None, timeout=600):
+    """train.py in this process's interpreter, one process."""
+    return run([sys.executable, os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+
+
+def torchrun(nproc, *args, env=None, timeout=600):
+    """train.py under torchrun on this machine: nproc processes."""
+    # --standalone: a rendezvous on a free local port, so concurrent launches do not collide
+    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+
+
+def records(out_dir, name="metrics.jsonl"):
+    """The records a run logged (metrics.jsonl, or eval.jsonl), one dict per line."""
+    with open(os.path.join(out_dir, name)) as f:
+        return [json.loads(line) for line in f]
+
+
+# --- a model and timed training steps, in this process -----------------------------------
+
+def build(model_args, comm=None, device="cpu"):
+    """(model, AdamW) from torch seed 0, so every config of a comparison starts from the same draw.
+
+    model_args: GPTConfig's keywords; comm: the execution mode (default: sim, lossless).
+    The learning rate is small: a benchmark times steps, it does not train.
+    """
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**model_args), comm).to(device)
+    optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95), device.split(":")[0])
+    return model, optimizer
+
+
+def random_batch(vocab_size, batch_size, block_size, seed=0, device="cpu"):
+    """(x, y), each (batch_size, block_size) token ids, drawn in that order from one seeded generator."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(vocab_size, (batch_size, block_size), generator=g).to(device)
+    y = torch.randint(vocab_size, (batch_size, block_size), generator=g).to(device)
+    return x, y
+
+
+def autocast(device, dtype):
+    """train.py's mixed-precision context: autocast to dtype, or nothing for float32."""
+    device_type = device.split(":")[0]
+    if dtype == "float32":
+        return torch.autocast(device_type, enabled=False)
+    return torch.autocast(device_type, dtype=getattr(torch, dtype))
+
+
+def synchronize(device):
+    """Wait for queued GPU work, so a timer stops when the work is done, not when it is queued."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def train_steps(model, optimizer, x, y, n, ctx=nullcontext(), device="cpu", reduce_and_clip=False):
+    """n full training steps on the batch (x, y): forward, backward, AdamW; seconds per step.
+
+    model may be a torch.compile'd module. reduce_and_clip: also sum the replicated
+    gradients over the TP group and clip by the whole model's norm, as train.py's step
+    does (in `dist` mode that all-reduce is part of what a step costs).
+    """
+    start = time.perf_counter()
+    for _ in range(n):
+        with ctx:
+            _, loss = model(x, y)
+        loss.backward()
+        if reduce_and_clip:
+            model.comm.reduce_replicated_grads(model.parameters())
+            model.comm.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
+    return (time.perf_counter() - start) / n
+
+
+# --- link statistics ----------------------------------------------------------------
+
+def draw(link, n_packets, messages=20, src=0, dst=1, direction=FWD):
+    """Lost flags (bool, (n_packets,)) of `messages` consecutive messages on one link, concatenated."""
+    per = n_packets // messages
+    return np.concatenate([(~link.arrived(src, dst, direction, "p", per, "cpu")).numpy() for _ in range(messages)])
+
+
+def runs(flags):
+    """Lengths of the maximal runs of True and of False, without the two cut-off end runs."""
+    change = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
+    bounds = np.concatenate([[0], change, [len(flags)]])
+    lengths, values = np.diff(bounds)[1:-1], flags[bounds[:-1]][1:-1]
+    return lengths[values], lengths[~values]
+
+
+def standard_error(model, n):
+    """Standard error of the observed loss fraction of n packets of one stationary stream.
+
+    Bernoulli: sqrt(q (1 - q) / n). Gilbert-Elliott: the loss indicators are correlated
+    through the state, whose autocorrelation decays as lambda^t with lambda = 1 - p - r, which
+    adds 2 (h_loss - g_loss)^2 pi_b (1 - pi_b) lambda / (1 - lambda) to the per-packet variance.
+    """
+    q = model.stationary_loss
+    var = q * (1 - q)
+    if isinstance(model, GilbertElliottLoss):
+        lam, bad = 1 - model.p - model.r, model.stationary_bad
+        var += 2 * ((1 - model.h) - (1 - model.k)) ** 2 * bad * (1 - bad) * lam / (1 - lam)
+    return math.sqrt(var / n)
