@@ -430,20 +430,6 @@ class GPT(nn.Module):
         fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 
-    def flops_per_token(self):
-        """Training FLOPs per token of the dense model (PaLM appendix B, as nanoGPT)."""
-        cfg = self.config
-        N = self.get_num_params()
-        return 6 * N + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * cfg.block_size
-
-    def estimate_mfu(self, tokens_per_iter, dt, peak_flops):
-        """Model FLOPs utilisation: achieved dense-model FLOP/s over the device peak.
-
-        tokens_per_iter counts this process's tokens; peak_flops is this process's
-        device peak (see peak_flops_per_device).
-        """
-        return self.flops_per_token() * tokens_per_iter / dt / peak_flops
-
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         """Sample continuations of idx (B, L) from TP rank 0's logits."""
@@ -457,28 +443,3 @@ class GPT(nn.Module):
             probs = F.softmax(logits, dim=-1)
             idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
         return idx
-
-
-# Dense matmul peak FLOP/s per device, from vendor datasheets (SXM parts, no sparsity).
-# 'bf16' is the tensor-core rate used under autocast; 'fp32' the rate for float32
-# matmuls (TF32 tensor cores on GPUs, where PyTorch allows them). The CPU entry is
-# rough: cores x 2.5 GHz x 32 fp32 FLOP/cycle (two AVX2 FMA units); pass
-# peak_flops=... to train.py for your machine.
-PEAK_FLOPS = {
-    "H200": {"bf16": 989e12, "fp32": 494e12},
-    "H100": {"bf16": 989e12, "fp32": 494e12},
-    "A100": {"bf16": 312e12, "fp32": 156e12},
-    "cpu-core": {"bf16": 80e9, "fp32": 80e9},
-}
-
-
-def peak_flops_per_device(device_type, dtype):
-    """The peak of this process's device for `dtype` ('bfloat16', 'float32', ...), or None."""
-    precision = "fp32" if dtype == "float32" else "bf16"
-    if device_type == "cpu":
-        return PEAK_FLOPS["cpu-core"][precision] * torch.get_num_threads()
-    name = torch.cuda.get_device_name()
-    for key, peaks in PEAK_FLOPS.items():
-        if key in name:
-            return peaks[precision]
-    return None  # unknown device: MFU is not reported rather than made up

@@ -37,8 +37,8 @@ import faults
 import megatron_shim
 from data.common import PrepareError, read_prepared
 from links import LossyLink, link_from
-from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from, \
-    peak_flops_per_device
+from mfu import estimate_mfu, peak_flops_per_device
+from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -103,7 +103,7 @@ backend = "auto"  # 'auto' (nccl on CUDA, gloo on CPU), 'nccl', 'gloo'
 dist_timeout_s = 600  # a collective waiting longer (a rank died or hangs) fails the run
 nonfinite = "stop"  # a NaN/Inf loss or gradient norm: 'stop' the run, or 'skip' the step
 seed = 1337
-peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in model.py
+peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in mfu.py
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))]
 try:
@@ -414,7 +414,7 @@ while True:
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
         if local_iter_num >= 5 and peak:  # let the training loop settle a bit
-            mfu = raw_model.estimate_mfu(tokens_per_iter / world, dt, peak)  # per process, per device
+            mfu = estimate_mfu(raw_model, tokens_per_iter / world, dt, peak)  # per process, per device
             running_mfu = mfu if running_mfu is None else 0.9 * running_mfu + 0.1 * mfu
         lost = "" if stats is None else (f", lost {stats['fwd']['observed_loss_rate']:.3%} fwd "
                                          f"{stats['bwd']['observed_loss_rate']:.3%} bwd")

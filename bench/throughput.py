@@ -22,7 +22,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
 from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
-from model import describe_pattern, model_args_from, peak_flops_per_device  # noqa: E402
+from mfu import flops_per_token, peak_flops_per_device  # noqa: E402
+from model import describe_pattern, model_args_from  # noqa: E402
 
 SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
     "char": "config/train_shakespeare_char",
@@ -93,7 +94,7 @@ def main():
         median = statistics.median(rate[name])
         ratio = statistics.median(r / d for r, d in zip(rate[name], rate["dense"]))
         ms = 1000 * entries[name]["x"].numel() / median
-        mfu = f"{model.flops_per_token() * median / peak * 100:.1f}%" if peak else "n/a"
+        mfu = f"{flops_per_token(model) * median / peak * 100:.1f}%" if peak else "n/a"
         blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
         print(f"| {name} | {blocks} | {model.sync_points} | "
               f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {mfu} |")

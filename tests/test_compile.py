@@ -8,7 +8,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from comms import SimComm
-from conftest import TINY, run_train
+from bench.harness import run_train
+from conftest import TINY
 from links import link_from
 from model import GPT, GPTConfig
 
@@ -62,8 +63,11 @@ def test_a_lossy_sync_is_a_graph_break():
     assert torch._dynamo.explain(build("tp", "bernoulli"))(idx, idx).graph_break_count > 0
 
 
-@pytest.mark.parametrize("link", sorted(LINKS))
-@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+FAST = {("tp", "bernoulli"), ("spd,parallel", "lossless")}  # the fast tier's share of the grid
+
+
+@pytest.mark.parametrize("pattern, link", [
+    pytest.param(p, k, marks=() if (p, k) in FAST else pytest.mark.slow) for p in sorted(PATTERNS) for k in sorted(LINKS)])
 def test_compiled_equals_eager(pattern, link):
     eager = build(pattern, link)
     loss, grads, counts = step(eager, eager)
@@ -81,7 +85,8 @@ class UnfusedSimComm(SimComm):
     sums_in_gemm = False  # every sublayer writes its per-rank partials and the sync sums them
 
 
-@pytest.mark.parametrize("pattern", ["tp", "tp,spd", "parallel*5,spd"])
+@pytest.mark.parametrize("pattern", ["tp", pytest.param("tp,spd", marks=pytest.mark.slow),
+                                     pytest.param("parallel*5,spd", marks=pytest.mark.slow)])
 def test_summing_in_the_gemm_equals_summing_partials(pattern):
     fused, unfused = build(pattern, "lossless"), build(pattern, "lossless", UnfusedSimComm)
     assert fused.comm.sums_in_gemm and not unfused.comm.sums_in_gemm

@@ -109,5 +109,6 @@ def test_the_mode_choices_are_the_modes_comms_implements():
 
 
 def test_a_negative_seed_is_one_line_from_train_py():
-    from conftest import assert_one_line_error, run_train
+    from bench.harness import run_train
+    from conftest import assert_one_line_error
     assert_one_line_error(run_train("--seed=-1", "--max_iters=1"), "error: seed=-1 must be in [0, ")
