@@ -74,7 +74,7 @@ def test_gilbert_elliott_bursts_differ_from_bernoulli_at_the_same_rate(n):
     assert abs(ge_bursts.mean() - ge.mean_burst) < burst_tolerance(ge.mean_burst, len(ge_bursts))
 
 
-@pytest.mark.parametrize("messages", [pytest.param(10_000, id="fast"),
+@pytest.mark.parametrize("messages", [pytest.param(2_000, id="fast"),
                                       pytest.param(100_000, id="full", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("draw_name", ["draw_states", "bad_states"])
 def test_chain_state_carries_over_between_messages(draw_name, messages):
@@ -227,6 +227,7 @@ def test_lossy_resume_draws_what_an_unbroken_run_draws(char_data, tmp_path):
     assert logs[0] == logs[1]
 
 
+@pytest.mark.slow
 def test_lossy_config_errors_through_train(char_data, tmp_path):
     base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1"]
     assert_one_line_error(run_train(*base, "--loss_model=bernoulli", "--loss_rate=-0.1"), "loss_rate=-0.1")

@@ -26,6 +26,7 @@ def records(out_dir, name="metrics.jsonl"):
     return [{k: v for k, v in r.items() if k not in TIMING} for r in harness_records(out_dir, name)]
 
 
+@pytest.mark.slow
 def test_kill_during_save_keeps_the_previous_checkpoint(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", "--eval_interval=5", "--always_save_checkpoint=True",
             "--max_iters=15", "--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"]
@@ -40,6 +41,7 @@ def test_kill_during_save_keeps_the_previous_checkpoint(char_data, tmp_path):
     assert records(crashed) == records(straight)  # bit for bit, lossy link streams included
 
 
+@pytest.mark.slow
 def test_corrupt_or_truncated_checkpoint_is_a_one_line_error(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=10"]
     assert run_train(*args).returncode == 0

@@ -31,6 +31,7 @@ def trained(char_data, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_samples_continue_the_prompt_reproducibly(trained):
     args = [f"--out_dir={trained}", "--start=The king", "--num_samples=2", "--max_new_tokens=40"]
     first = sample(*args, "--seed=1")

@@ -183,6 +183,7 @@ def test_summary_pairs_seeds_against_24comm(tmp_path):
     assert (out / "val_loss_vs_syncs.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_summary_reference_option(tmp_path):
     result, out = summarize_runs(tmp_path, "--reference=shakespeare_char_2comm")  # train_ may be left out
     assert result.returncode == 0, result.stderr

@@ -1,3 +1,4 @@
+import pytest
 """bench/sweep.py and bench/summarize.py on tiny runs: CSV rows, plots, skipping, resuming."""
 
 import csv
@@ -26,6 +27,7 @@ common = {{{", ".join(f"{k!r}: {v!r}" for k, v in common.items())}}}
     return str(path)
 
 
+@pytest.mark.slow
 def test_sweep_runs_summarizes_skips_and_resumes(char_data, tmp_path):
     sweep = write_sweep(tmp_path, char_data)
     out = tmp_path / "runs"

@@ -67,6 +67,7 @@ def test_24comm_control_follows_the_dense_loss_curve(char_data, tmp_path):
         assert abs(curves["24comm"][it] - loss) < 1e-4, (it, loss, curves["24comm"][it])
 
 
+@pytest.mark.slow
 def test_user_mistakes_are_one_line_errors(char_data, tmp_path):
     base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1"]
     assert_one_line_error(run_train(*base, "--n_layr=4"), "unknown config key 'n_layr'", "n_layer")
@@ -81,6 +82,7 @@ def test_user_mistakes_are_one_line_errors(char_data, tmp_path):
     assert_one_line_error(run_train("config/no_such_config.py"), "no_such_config.py", "does not exist")
 
 
+@pytest.mark.slow
 def test_a_new_run_never_overwrites_a_checkpoint(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=10"]
     assert run_train(*args).returncode == 0
