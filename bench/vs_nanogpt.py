@@ -192,9 +192,9 @@ def timing(args, nano_dir, work, base, env):
 
 def full(args, nano_dir, work, base, env):
     hp = dict(base, eval_iters=args.full_eval_iters, eval_interval=base["max_iters"])  # evals at 0 and the end
-    vals = {p: [] for p in PROGRAMS}
+    vals = {p: [] for p in args.programs}
     for seed in args.seeds:
-        for p in PROGRAMS:
+        for p in args.programs:
             t = time.time()
             out = run_one(p, nano_dir, work, hp, seed, env)
             val = (nanogpt_final_val if p == "nanoGPT" else project_final_val)(out, hp["max_iters"])
@@ -203,9 +203,11 @@ def full(args, nano_dir, work, base, env):
                   f"({time.time() - t:.0f}s)", flush=True)
     print(f"\n| program | final val loss per seed ({', '.join(map(str, args.seeds))}) | mean | spread (max-min) |")
     print("| --- | --- | ---: | ---: |")
-    for p in PROGRAMS:
+    for p in args.programs:
         print(f"| {p} | {', '.join(f'{v:.4f}' for v in vals[p])} | {statistics.mean(vals[p]):.4f} | "
               f"{max(vals[p]) - min(vals[p]):.4f} |")
+    if not {"nanoGPT", "dense"} <= set(args.programs):
+        return
     seed_spread = max(max(v) - min(v) for v in vals.values())
     gap = abs(statistics.mean(vals["nanoGPT"]) - statistics.mean(vals["dense"]))
     print(f"\nnanoGPT vs dense: mean difference {gap:.4f} nats; largest within-program seed spread "
@@ -225,6 +227,8 @@ def main():
     parser.add_argument("--full", action="store_true", help="also run the full max_iters for final val losses")
     parser.add_argument("--no_timing", action="store_true", help="skip the timing rounds")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1337, 1338], help="seeds of the full runs")
+    parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=list(PROGRAMS),
+                        help="which programs the full runs include (timing always runs all three)")
     parser.add_argument("--full_eval_iters", type=int, default=200, help="eval batches for the final val loss")
     args = parser.parse_args()
     if not 0 < args.warmup < args.iters:
