@@ -177,7 +177,12 @@ def timing(args, nano_dir, work, base, env):
             per_round[p].append(statistics.median(times))
             print(f"round {r + 1}/{args.rounds} {p:8s} median {per_round[p][-1]:7.1f} ms/iter "
                   f"(iterations {args.warmup}..{args.iters - 1}; run took {time.time() - t:.0f}s)", flush=True)
-    print(f"\n| program | ms/iter (median of round medians) | per-round medians | tokens/s | "
+        print(f"\nafter {r + 1} of {args.rounds} rounds:")  # a run stopped early still leaves a table
+        timing_table(per_round, tokens)
+
+
+def timing_table(per_round, tokens):
+    print(f"| program | ms/iter (median of round medians) | per-round medians | tokens/s | "
           f"tokens/s vs nanoGPT (median of per-round ratios) |")
     print("| --- | ---: | --- | ---: | ---: |")
     for p in PROGRAMS:
