@@ -1,0 +1,44 @@
+"""bench/vs_nanogpt.py without nanoGPT: the one-line message that says how to get it, and the log parsing."""
+
+import importlib.util
+import os
+import sys
+
+from conftest import ROOT, run
+
+SCRIPT = os.path.join(ROOT, "bench", "vs_nanogpt.py")
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("vs_nanogpt", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_checkout_is_one_line_with_the_command(tmp_path):
+    missing = tmp_path / "no-nanoGPT-here"
+    result = run([sys.executable, SCRIPT, "--nanogpt_dir", str(missing)], timeout=60)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    commit = load().NANOGPT_COMMIT
+    assert f"git clone https://github.com/karpathy/nanoGPT {missing}" in lines[0]
+    assert f"checkout {commit}" in lines[0] and len(commit) == 40
+
+
+def test_parses_nanogpt_and_project_logs():
+    vs = load()
+    stdout = ("step 0: train loss 4.4000, val loss 4.4100\n"
+              "iter 0: loss 4.4172, time 2143.22ms, mfu -100.00%\n"
+              "iter 1: loss 4.1000, time 250.50ms, mfu -100.00%\n"
+              "iter 2: loss 3.9000, time 240.25ms, mfu -100.00%\n"
+              "step 3: train loss 2.5000, val loss 2.6012\n"
+              "iter 3: loss 3.7000, time 900.00ms, mfu 50.00%\n")
+    assert vs.nanogpt_times(stdout, 1, 3) == [250.5, 240.25]
+    assert vs.nanogpt_final_val(stdout, 3) == 2.6012
+    records = [{"iter": 0, "val_loss": 4.4}, {"iter": 0, "ms_per_iter": 2000.0}, {"iter": 1, "ms_per_iter": 210.0},
+               {"iter": 2, "ms_per_iter": 205.0}, {"iter": 3, "val_loss": 2.5}]
+    assert vs.project_times(records, 1, 3) == [210.0, 205.0]
+    assert vs.project_final_val(records, 3) == 2.5
