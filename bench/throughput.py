@@ -4,12 +4,15 @@ side by side in one run: the cost of simulating TP ranks in one process.
 
     python bench/throughput.py                                  # CPU scale (char configs), fp32
     python bench/throughput.py --set n_embd=256 n_head=8 batch_size=8     # a wider model
-    python bench/throughput.py --scale gpt2 --device cuda --dtype bfloat16 --compile
+    python bench/throughput.py --scale gpt2 --device cuda --dtype bfloat16 --compile on
+    python bench/throughput.py --compile both       # every config eager and compiled, side by side
 
 Each measurement is `--steps` full training steps (forward, backward, AdamW) on a
 fixed random batch, after `--warmup` untimed steps. The configs take turns, round
 after round, so drift on a noisy machine hits them alike; a config's ratio to dense
 is the median over rounds of (its tokens/s / dense tokens/s in the same round).
+With --compile both, every config runs eager and torch.compile'd (a separate model of the
+same seed), and the table adds compiled / eager, the median over rounds of the same ratio.
 """
 
 import argparse
@@ -29,15 +32,15 @@ SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
     "char": "config/train_shakespeare_char",
     "gpt2": "config/train_gpt2",
 }
-SYNC_COUNTS = (24, 18, 16, 12, 8, 6, 2)
+SYNC_COUNTS = (24, 18, 16, 12, 8, 7, 6, 5, 2, 1)
 
 
-def build_entry(path, args):
+def build_entry(path, args, compiled):
     config, _ = configurator.configure(configurator.train_defaults(), [path] + [f"--{kv}" for kv in args.set])
     if args.batch_size:
         config["batch_size"] = args.batch_size
     model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), device=args.device)
-    step_model = torch.compile(model) if args.compile else model
+    step_model = torch.compile(model) if compiled else model
     x, y = random_batch(args.vocab_size, config["batch_size"], config["block_size"], device=args.device)
     return dict(model=model, step_model=step_model, optimizer=optimizer, x=x, y=y)
 
@@ -53,7 +56,8 @@ def main():
     parser.add_argument("--scale", choices=sorted(SCALES), default="char")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile", choices=("off", "on", "both"), default="off",
+                        help="torch.compile the models; 'both' times every config eager and compiled")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps per measurement")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=7, help="measurements per config, interleaved")
@@ -68,11 +72,13 @@ def main():
         torch.set_num_threads(args.threads)
 
     prefix = SCALES[args.scale]
-    names = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
+    configs = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
     paths = {"dense": prefix + ".py", **{f"{n}comm": f"{prefix}_{n}comm.py" for n in SYNC_COUNTS}}
-    entries = {name: build_entry(paths[name], args) for name in names}
+    variants = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
+    names = [(config, compiled) for config in configs for compiled in variants]
+    entries = {name: build_entry(paths[name[0]], args, name[1]) for name in names}
     for name in names:
-        run_steps(entries[name], args.warmup, args)
+        run_steps(entries[name], args.warmup, args)  # compiles, where compiled
 
     tokens = {name: entries[name]["x"].numel() * args.steps for name in names}
     rate = {name: [] for name in names}
@@ -82,22 +88,29 @@ def main():
 
     device_type = args.device.split(":")[0]
     peak = peak_flops_per_device(device_type, args.dtype)
-    dense = entries["dense"]["model"]
+    dense = entries["dense", variants[0]]["model"]
     print(f"# throughput, scale={args.scale}, device={args.device} ({torch.get_num_threads()} threads), "
-          f"dtype={args.dtype}, compile={args.compile}, batch {tuple(entries['dense']['x'].shape)}, "
+          f"dtype={args.dtype}, compile={args.compile}, batch {tuple(entries['dense', variants[0]]['x'].shape)}, "
           f"n_embd {dense.config.n_embd}, "
           f"{dense.get_num_params() / 1e6:.2f}M params, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
-    print("| config | blocks | syncs | tokens/s (median) | ms/step | ratio to dense (median) | MFU |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for name in names:
-        model = entries[name]["model"]
-        median = statistics.median(rate[name])
-        ratio = statistics.median(r / d for r, d in zip(rate[name], rate["dense"]))
-        ms = 1000 * entries[name]["x"].numel() / median
+    both = args.compile == "both"
+    print("| config | blocks | syncs | compiled | tokens/s (median) | ms/step | ratio to dense (median) | MFU |"
+          + (" compiled / eager (median) |" if both else ""))
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |" + (" ---: |" if both else ""))
+    for config, compiled in names:
+        model, rates = entries[config, compiled]["model"], rate[config, compiled]
+        median = statistics.median(rates)
+        ratio = statistics.median(r / d for r, d in zip(rates, rate["dense", compiled]))
+        ms = 1000 * entries[config, compiled]["x"].numel() / median
         mfu = f"{flops_per_token(model) * median / peak * 100:.1f}%" if peak else "n/a"
         blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
-        print(f"| {name} | {blocks} | {model.sync_points} | "
-              f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {mfu} |")
+        gain = ""
+        if both and compiled:
+            gain = f" {statistics.median(c / e for c, e in zip(rates, rate[config, False])):.3f} |"
+        elif both:
+            gain = " |"
+        print(f"| {config} | {blocks} | {model.sync_points} | {'yes' if compiled else 'no'} | "
+              f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {mfu} |{gain}")
 
 
 if __name__ == "__main__":
