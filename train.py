@@ -436,4 +436,7 @@ if link.lossy and not eval_only:  # the run's packet statistics, per direction a
             json.dump(stats, f, indent=2)
 if distributed:  # leave together: a rank that exits while rank 0 still writes files can abort gloo
     dist.barrier()
+    # and free DDP's reducer before the groups: gloo work that still holds Python tensors, freed
+    # during interpreter shutdown, can abort the process (SIGABRT; see pytorch/pytorch#179291)
+    del model
     dist.destroy_process_group()
