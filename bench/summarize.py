@@ -56,6 +56,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from comms import MODES  # noqa: E402
 from links import link_from  # noqa: E402
 from model import count_sync_points, describe_pattern, parse_block_types  # noqa: E402
 
@@ -212,8 +213,8 @@ def resolved_backend_and_dtype(cfg, run_dir):
             backend = {"megatron-core": "megatron"}.get(found.group(1), found.group(1)) if found else backend
             found = re.search(r"\| device: \S+ (\S+) compile=", layouts[-1])
             dtype = found.group(1) if found else dtype
-    if backend == "auto" and (cfg["tp_mode"] != "dist" or cfg["tp_size"] == 1):
-        backend = "native"  # megatron's layers need real TP processes
+    if backend == "auto" and MODES[cfg["tp_mode"]].processes_per_tp_group(cfg["tp_size"]) == 1:
+        backend = "native"  # megatron's layers need real TP processes (megatron_shim.choose)
     if dtype == "auto" and str(cfg.get("device", "auto")).startswith("cpu"):
         dtype = "float32"
     return backend, dtype
