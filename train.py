@@ -12,6 +12,7 @@ $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py 
 
 Real tensor parallelism: one process per TP rank, dp = processes / tp_size:
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
+
 Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see README).
 """
 
