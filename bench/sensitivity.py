@@ -116,6 +116,7 @@ def study(path, args):
         print(f"  {family:7s} {row['syncs']:3d} syncs {row['pattern']:40s} val {loss:.4f} (+{loss - base:.4f})"
               + (f" fine-tuned {row['val_loss_ft']:.4f}" if args.finetune_iters else ""), flush=True)
     return dict(checkpoint=path, iter_num=checkpoint.get("iter_num"), seed=run_config.get("seed"), base=base,
+                block_size=model_args["block_size"], eval_batches=args.eval_batches, batch_size=args.batch_size,
                 delta=delta, ranking=ranking, patterns=rows, eval_tokens=args.eval_batches * args.batch_size *
                 model_args["block_size"], sample_seed=args.sample_seed, finetune_iters=args.finetune_iters)
 
@@ -138,9 +139,9 @@ def plot(results, out):
             for row in res["patterns"]:
                 if row["family"] == family:
                     by_syncs.setdefault(row["syncs"], []).append(row["delta"])
-        xs = sorted(by_syncs)
+        xs = [x for x in sorted(by_syncs) if x < 2 * n]  # 24comm is the reference: zero by definition
         ax2.plot(xs, [statistics.fmean(by_syncs[x]) for x in xs], marker, label=f"{family} (mean over seeds)")
-    ax2.set(xlabel="sync points per pass", ylabel="val loss increase over 24comm (nats)", yscale="symlog",
+    ax2.set(xlabel="sync points per pass", ylabel="val loss increase over all-tp (nats, log)", yscale="log",
             title="zero-shot: greedy vs uniform patterns")
     ax2.legend()
     fig.tight_layout()
@@ -159,7 +160,6 @@ def main():
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    results = []
     for path in args.checkpoints:
         try:
             print(f"{path}:", flush=True)
@@ -169,7 +169,15 @@ def main():
         name = os.path.basename(os.path.dirname(os.path.abspath(path)))
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:
             json.dump(res, f, indent=1)
-        results.append(res)
+    # every study in --out with the same sample and fine-tune (earlier calls: one seed at a time)
+    results = []
+    for name in sorted(os.listdir(args.out)):
+        if name.endswith(".json"):
+            with open(os.path.join(args.out, name)) as f:
+                res = json.load(f)
+            same = ("eval_batches", "batch_size", "sample_seed", "finetune_iters")
+            if all(res.get(k) == getattr(args, k) for k in same):
+                results.append(res)
     with open(os.path.join(args.out, "sensitivity.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["seed", "block", "delta_spd", "delta_parallel", "rank_spd"])
