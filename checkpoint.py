@@ -16,6 +16,7 @@ import datetime
 import importlib.metadata
 import io
 import json
+import logging
 import os
 import platform
 import signal
@@ -26,8 +27,9 @@ import torch
 import torch.distributed as dist
 
 import faults
+from configurator import GPT2_NAMES
 from links import LossyLink
-from model import MODEL_KEYS, GPTConfig
+from model import GPT, MODEL_KEYS, GPTConfig, describe_pattern
 
 
 class CheckpointError(Exception):
@@ -116,7 +118,7 @@ def collect(model, optimizer, comm, dp_rank):
     return pieces
 
 
-def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device):
+def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, block_schedule=""):
     """Continue the run saved at path: load this process's part of the model, optimizer, scaler
     and link state. Returns the checkpoint's remaining fields (iter_num, best_val_loss, ...) and
     a note for the log, or None. CheckpointError for a missing file or another model."""
@@ -126,14 +128,11 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device):
         if key != "dropout" and getattr(saved, key) != getattr(ours, key):
             raise CheckpointError(f"resume: {path} has {key}={getattr(saved, key)!r}, "
                                   f"this config has {key}={getattr(ours, key)!r}")
-    model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
-    names, indices = _sharded_keys(model, optimizer)
-    for n in names:
-        model_state[n] = comm.own_shard(model_state[n])
-    for i, k in _moments(optim_state, indices):
-        optim_state["state"][i][k] = comm.own_shard(optim_state["state"][i][k])
-    model.load_state_dict(model_state)
-    optimizer.load_state_dict(optim_state)
+    saved_schedule = checkpoint.get("config", {}).get("block_schedule", "")
+    if saved_schedule != block_schedule:  # a resumed run keeps its schedule, as it keeps its pattern
+        raise CheckpointError(f"resume: {path} has block_schedule={saved_schedule!r}, "
+                              f"this config has block_schedule={block_schedule!r}")
+    _load_sharded(model, optimizer, checkpoint.pop("model"), checkpoint.pop("optimizer"), comm)
     scaler.load_state_dict(checkpoint.get("scaler", {}))
     link, note = comm.link, None
     if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
@@ -141,6 +140,139 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device):
     elif link.lossy:
         note = f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh"
     return checkpoint, note
+
+
+def _load_sharded(model, optimizer, model_state, optim_state, comm):
+    """Load `sim`-layout model and optimizer states (None: leave that one as it is), cutting this
+    process's shards out of the stacked ones."""
+    names, indices = _sharded_keys(model, optimizer)
+    if model_state is not None:
+        for n in names:
+            model_state[n] = comm.own_shard(model_state[n])
+        model.load_state_dict(model_state)
+    if optim_state is not None:
+        for i, k in _moments(optim_state, indices):
+            optim_state["state"][i][k] = comm.own_shard(optim_state["state"][i][k])
+        optimizer.load_state_dict(optim_state)
+
+
+# --- init_from=<checkpoint or GPT-2>: a new run from existing weights, under any pattern ---
+
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias")  # and vocab_size: the weights decide them
+
+
+class Weights:
+    """Weights to start a new run from. dense: a tp_size=1 GPT's state dict (GPT.dense_state_dict's layout);
+    shape: SHAPE_KEYS + vocab_size; text: where they came from; checkpoint: the source checkpoint or None."""
+
+    def __init__(self, dense, shape, text, checkpoint=None):
+        self.dense, self.shape, self.text, self.checkpoint = dense, shape, text, checkpoint
+
+
+def init_source(init_from):
+    """What init_from names beyond 'scratch'/'resume': ('checkpoint', path to ckpt.pt) or
+    ('transformers', GPT-2 name or a save_pretrained directory). CheckpointError otherwise."""
+    if init_from in GPT2_NAMES:
+        return "transformers", init_from
+    if os.path.isdir(init_from):
+        if os.path.isfile(os.path.join(init_from, "ckpt.pt")):  # a run's out_dir
+            return "checkpoint", os.path.join(init_from, "ckpt.pt")
+        if os.path.isfile(os.path.join(init_from, "config.json")):  # GPT2LMHeadModel.save_pretrained
+            return "transformers", init_from
+        raise CheckpointError(f"init_from={init_from!r} is a directory with neither a ckpt.pt nor a "
+                              f"transformers config.json")
+    if os.path.isfile(init_from):
+        return "checkpoint", init_from
+    raise CheckpointError(f"init_from={init_from!r}: not 'scratch', 'resume', a GPT-2 name "
+                          f"({', '.join(GPT2_NAMES)}), or an existing checkpoint file or directory")
+
+
+def read_weights(init_from):
+    """The Weights that init_from names, on the CPU."""
+    kind, where = init_source(init_from)
+    if kind == "transformers":
+        return _transformers_weights(where)
+    checkpoint = load(where, "cpu")
+    args = dict(checkpoint["model_args"], dropout=0.0)
+    source = GPT(GPTConfig(**args))  # its own tp_size, all ranks here: reassembles the dense weights
+    source.load_state_dict(checkpoint["model"])
+    text = (f"{where} (iter {checkpoint.get('iter_num', '?')}, blocks {describe_pattern(source.config.block_types)}, "
+            f"tp_size={args['tp_size']})")
+    return Weights(source.dense_state_dict(), {k: args[k] for k in (*SHAPE_KEYS, "vocab_size")}, text, checkpoint)
+
+
+def _transformers_weights(name_or_dir):
+    """GPT-2 weights through transformers (imported only here), in the dense layout."""
+    try:
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        raise CheckpointError(f"init_from={name_or_dir!r} loads GPT-2 through transformers, which is not "
+                              f"installed: pip install transformers") from None
+    for logger in ("transformers", "huggingface_hub"):  # their retries and warnings would bury our one line
+        logging.getLogger(logger).setLevel(logging.ERROR)
+    try:
+        hf = GPT2LMHeadModel.from_pretrained(name_or_dir)
+    except Exception as e:  # no network, a foreign directory: one line
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        raise CheckpointError(f"init_from={name_or_dir!r}: transformers could not load it "
+                              f"({type(e).__name__}: {first})") from None
+    c = hf.config
+    shape = dict(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block_size=c.n_positions, bias=True,
+                 vocab_size=c.vocab_size)  # 50257 for GPT-2: not padded, the weights decide
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    column_bias = ("attn.c_attn.bias", "mlp.c_fc.bias")
+    dense = {}
+    for name, tensor in hf.state_dict().items():
+        if name.endswith((".attn.bias", ".attn.masked_bias")) and tensor.dim() > 1:
+            continue  # older versions' causal-mask buffers, not weights
+        tensor = tensor.detach().float().clone()
+        if name.endswith(conv1d):  # Conv1D stores (in, out); our layers (1, out, in) in the dense layout
+            tensor = tensor.t().contiguous().unsqueeze(0)
+        elif name.endswith(column_bias):  # column-parallel biases carry the rank axis: (1, out)
+            tensor = tensor.unsqueeze(0)
+        dense[name] = tensor
+    dense["lm_head.weight"] = dense["transformer.wte.weight"]  # tied, as GPT-2 (may be absent from the file)
+    text = f"{name_or_dir} (transformers GPT-2, activation {c.activation_function})"
+    if c.activation_function != "gelu":  # GPT-2's gelu_new is GELU's tanh approximation; ours is exact
+        text += ", approximated by exact GELU as nanoGPT does"
+    return Weights(dense, shape, text)
+
+
+def new_run_weights(config, meta_vocab_size):
+    """init_from a checkpoint or GPT-2: read the Weights and give config their model shape (the
+    pattern, tp_size, dropout stay the config's; block_size may be cut down). None for scratch/resume."""
+    if config["init_from"] in ("scratch", "resume"):
+        return None
+    weights = read_weights(config["init_from"])
+    if config["block_size"] > weights.shape["block_size"]:
+        raise CheckpointError(f"block_size={config['block_size']} is longer than the {weights.shape['block_size']} "
+                              f"positions of init_from={config['init_from']!r}")
+    if meta_vocab_size and meta_vocab_size != weights.shape["vocab_size"]:
+        raise CheckpointError(f"the data's vocabulary has {meta_vocab_size} tokens, init_from="
+                              f"{config['init_from']!r} has {weights.shape['vocab_size']}: another tokenizer")
+    config.update({k: weights.shape[k] for k in SHAPE_KEYS if k != "block_size"})
+    return weights
+
+
+def init_weights(weights, model, optimizer, comm, init_optimizer):
+    """Load Weights into a new run's model (any pattern, any tp_size: the shards are cut from the
+    dense weights, and position embeddings cropped to the model's block_size); with
+    init_optimizer, the source checkpoint's AdamW state too (the same tp_size only)."""
+    dense = dict(weights.dense)
+    dense["transformer.wpe.weight"] = dense["transformer.wpe.weight"][:model.config.block_size]
+    model.load_dense_state_dict(dense)
+    if not init_optimizer:
+        return weights.text + "; fresh optimizer"
+    saved = weights.checkpoint
+    if saved is None or saved["model_args"]["tp_size"] != model.config.tp_size \
+            or saved["model_args"]["block_size"] != model.config.block_size:
+        raise CheckpointError("init_optimizer=True needs a checkpoint of the same tp_size and block_size "
+                              "(AdamW's moments are per shard); use --init_optimizer=False")
+    kept = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    _load_sharded(model, optimizer, None, saved["optimizer"], comm)
+    for group, settings in zip(optimizer.param_groups, kept):  # the moments, not the old run's settings
+        group.update(settings)
+    return weights.text + "; optimizer state loaded"
 
 
 def start_log(log_path, resume_iter=None):

@@ -140,7 +140,7 @@ def check_ranges(config, limits):
 # the choices of each string key, and (lowest, highest) of each number (None: no bound).
 # Model shapes (GPTConfig) and link keys (links.link_from) are checked where they are used.
 TRAIN_CHOICES = {
-    "init_from": ("scratch", "resume"), "tp_mode": ("sim", "dist"), "tp_backend": ("native", "megatron", "auto"),
+    "tp_mode": ("sim", "dist"), "tp_backend": ("native", "megatron", "auto"),
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
     "nonfinite": ("stop", "skip")}
 TRAIN_RANGES = {
@@ -151,9 +151,20 @@ TRAIN_RANGES = {
     "peak_flops": (0.0, None)}
 
 
+GPT2_NAMES = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # init_from pretrained, through transformers
+
+
+def check_init_from(init_from):
+    """init_from is open-ended (a path names a checkpoint to start a new run from), so not a choice."""
+    if init_from not in ("scratch", "resume", *GPT2_NAMES) and not os.path.exists(init_from):
+        raise ConfigError(f"init_from={init_from!r}: allowed values are 'scratch', 'resume', a GPT-2 name "
+                          f"({', '.join(GPT2_NAMES)}), or an existing ckpt.pt, run directory or transformers directory")
+
+
 def check_train_config(config):
     """ConfigError (one line) for a value of train.py's config that the run would reject later."""
     check_choices(config, TRAIN_CHOICES)
+    check_init_from(config["init_from"])
     check_ranges(config, TRAIN_RANGES)
     for key in ("beta1", "beta2"):  # AdamW's own rule
         if not 0.0 <= config[key] < 1.0:

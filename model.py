@@ -5,19 +5,13 @@ GPT-2 in which every transformer block is one of three tensor-parallel types.
     spd       sync-point drop: d += attn; d += mlp; sync          1 sync per block
     parallel  no sync: each rank runs its own narrow tower        0 syncs per block
 
-Rank r of T = tp_size owns n_head/T attention heads (its slices of q, k and v and
-the matching input columns of the attention projection) and 4C/T MLP hidden units.
-LayerNorms, embeddings and the tied LM head are replicated. Each rank keeps its
-residual state as x_r = b_r + d_r: b_r its view of the last synchronised state,
-d_r its own partial outputs not yet synchronised. A sync point (comms.py) adds
-every rank's d into every rank's b. With T = 1 every block is a plain GPT-2 block;
-with a lossless network a model of only `tp` blocks computes the dense GPT-2.
-
-In `sim` mode one process holds all T ranks: every sharded weight has a leading
-rank axis and the per-rank matmuls are batched (bmm), so the FLOPs are those of the
-dense model. In `dist` mode a process holds one rank: the same code with R = 1, and
-the syncs are real collectives (comms.py). Activations carry the rank axis first:
-(R, B, L, C), with R == 1 for a state every rank agrees on (computed once, broadcast).
+Rank r of T = tp_size owns n_head/T heads (its q, k, v slices, the matching columns of the
+attention projection) and 4C/T MLP hidden units; LayerNorms, embeddings and the tied head are
+replicated. Each rank's residual state is x_r = b_r + d_r: b_r its view of the last sync, d_r
+its own partials not yet synchronised; a sync point (comms.py) adds every d into every b.
+`sim` mode holds all T ranks in one process (a leading rank axis on every sharded weight, bmm
+per rank: the dense model's FLOPs); `dist` holds one (R = 1) and syncs with real collectives.
+Activations are (R, B, L, C), R == 1 for a state every rank agrees on (computed once).
 Shape letters: R ranks held here, B batch, L sequence length, C n_embd, N = B*L.
 """
 
@@ -52,6 +46,25 @@ def parse_block_types(spec, n_layer):
     return tuple(unit * (n_layer // len(unit)))
 
 
+def parse_block_schedule(spec, n_layer):
+    """'0:tp;300:spd' -> [(0, tp x n_layer), (300, spd x n_layer)]: the pattern in force from each iteration."""
+    schedule = []
+    for part in spec.split(";"):
+        start, colon, pattern = part.partition(":")
+        if not colon or not start.strip().isdigit():
+            raise ValueError(f"block_schedule: {part.strip()!r} in {spec!r} is not iteration:pattern; "
+                             f"write e.g. '0:tp;300:spd;450:parallel,spd'")
+        if int(start) != 0 if not schedule else int(start) <= schedule[-1][0]:
+            raise ValueError(f"block_schedule: {spec!r} must start at iteration 0, and its iterations increase")
+        schedule.append((int(start), parse_block_types(pattern, n_layer)))
+    return schedule
+
+
+def pattern_at(schedule, iteration):
+    """The pattern a schedule (parse_block_schedule) has in force at this iteration."""
+    return [pattern for start, pattern in schedule if start <= iteration][-1]
+
+
 def count_sync_points(block_types, tp_size):
     """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
     if tp_size == 1:
@@ -82,12 +95,9 @@ def describe_pattern(block_types):
 
 
 class ColumnParallelLinear(nn.Module):
-    """Rank r computes its slice of the output features: y_r = x_r W_r^T + b_r.
-
-    weight: (R, out/T, in). With groups > 1 the full output is `groups` stacked
-    blocks (q, k, v) and each block is sharded on its own, so rank r holds
-    [q_r; k_r; v_r] and never a mix of q and k.
-    """
+    """Rank r computes its slice of the output features: y_r = x_r W_r^T + b_r; weight (R, out/T, in).
+    With groups > 1 the output is `groups` stacked blocks (q, k, v), each sharded on its own, so
+    rank r holds [q_r; k_r; v_r] and never a mix of q and k."""
 
     def __init__(self, in_features, out_features, tp_size, ranks, bias, groups=1):
         super().__init__()
@@ -130,11 +140,8 @@ class ColumnParallelLinear(nn.Module):
 
 
 class RowParallelLinear(nn.Module):
-    """Rank r turns its slice of the input features into a partial output.
-
-    weight: (R, out, in/T). The bias is replicated and each rank adds bias/T, so a
-    lossless sum over ranks carries it exactly once (and T == 1 is nn.Linear).
-    """
+    """Rank r turns its slice of the input features into a partial output; weight (R, out, in/T).
+    The bias is replicated and each rank adds bias/T: a lossless sum carries it once (T == 1: nn.Linear)."""
 
     def __init__(self, in_features, out_features, tp_size, ranks, bias):
         super().__init__()
@@ -325,14 +332,20 @@ class GPT(nn.Module):
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
         self.init_weights()
 
+    def set_block_types(self, block_types):
+        """Give the blocks another pattern. Every pattern of one tp_size has the same weights (and
+        layout), so this converts a model, or switches a schedule's pattern. True if it changed."""
+        kinds = parse_block_types(block_types, self.config.n_layer)
+        changed, self.config.block_types = kinds != self.config.block_types, kinds
+        for block in self.transformer.h:
+            block.kind = kinds[block.index] if self.config.tp_size > 1 else "tp"  # as Block.__init__
+        self.sync_points = count_sync_points(kinds, self.config.tp_size)
+        return changed
+
     @torch.no_grad()
     def init_weights(self):
-        """GPT-2 init, drawn as the dense model and cut into shards.
-
-        Each weight is drawn at its full dense shape from the global RNG, in the
-        same order for every tp_size, then sharded: with the same seed a TP model
-        holds exactly the dense model's weights.
-        """
+        """GPT-2 init: each weight drawn at its full dense shape, in the same order for every tp_size,
+        then sharded, so with the same seed a TP model holds exactly the dense model's weights."""
         std = 0.02
         proj_std = 0.02 / math.sqrt(2 * self.config.n_layer)  # GPT-2's scaled residual projections
         for name, module in self.named_modules():
@@ -355,10 +368,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def dense_state_dict(self):
-        """The weights in the dense (tp_size=1) layout: shards put back together.
-
-        Needs every rank, so `sim` mode. Loadable by a tp_size=1 model of the same shape.
-        """
+        """The weights in the dense (tp_size=1) layout, shards put back together (`sim` mode: every rank)."""
         assert self.comm.local_ranks == self.config.tp_size, "dense_state_dict needs all TP ranks in this process"
         sharded = self._sharded_modules()
         out = {}
@@ -382,11 +392,8 @@ class GPT(nn.Module):
         self.load_state_dict(converted)
 
     def get_num_params(self, non_embedding=True):
-        """Parameters of the whole model, each weight once (a shard is not a copy).
-
-        The position embeddings are subtracted by default, as in GPT-2's count; the
-        token embeddings are kept because they are the (tied) LM head.
-        """
+        """Parameters of the whole model, each weight once (a shard is not a copy); the position
+        embeddings are subtracted by default, as GPT-2 counts (the token embeddings are the LM head)."""
         n_params = 0
         for p in self.parameters():
             scale = self.config.tp_size // self.comm.local_ranks if getattr(p, "tp_sharded", False) else 1

@@ -13,8 +13,7 @@ $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py 
 Real tensor parallelism: one process per TP rank, dp = processes / tp_size:
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
 
-Every run prints its layout at startup and appends its log records to
-out_dir/metrics.jsonl (one JSON object per line; see README).
+Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see README).
 """
 
 import datetime
@@ -38,7 +37,8 @@ import megatron_shim
 from data.common import PrepareError, read_prepared
 from links import LossyLink, link_from
 from mfu import estimate_mfu, peak_flops_per_device
-from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, describe_pattern, model_args_from
+from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, count_sync_points, describe_pattern, \
+    model_args_from, parse_block_schedule, pattern_at
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -49,7 +49,8 @@ log_interval = 10
 eval_iters = 20  # batches per split per eval; the same batches at every eval
 eval_only = False  # evaluate once at startup and exit
 always_save_checkpoint = False  # if False, save only when val loss improves
-init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+init_from = "scratch"  # 'scratch', 'resume' (out_dir/ckpt.pt), or a new run from: a ckpt.pt or run dir, 'gpt2'...
+init_optimizer = False  # init_from a checkpoint: also take its AdamW state (same tp_size)
 # wandb logging (WANDB_MODE=offline works with no network)
 wandb_log = False
 wandb_project = "tp-sync-points"
@@ -70,6 +71,7 @@ bias = True
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+block_schedule = ""  # e.g. '0:tp;300:spd': the pattern in force from each iteration on ('' -> block_types)
 tp_backend = "native"  # 'native', 'megatron' (megatron-core's layers; tp_mode='dist'), 'auto'
 # lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
@@ -192,12 +194,8 @@ except PrepareError as e:
 meta_vocab_size = meta.get("vocab_size")
 
 def get_batch(split, step, micro_step):
-    """Batch `micro_step` of step `step` for this data-parallel rank (every TP rank of a group
-    gets the same batch); step=None: eval batch `micro_step`.
-
-    Eval batches depend on neither the step nor the rank: every eval, every config
-    and every data-parallel layout scores the same eval_iters batches.
-    """
+    """Batch `micro_step` of step `step` for this data-parallel rank (every TP rank of a group gets the
+    same batch); step=None: eval batch `micro_step`, the same for every eval, config and layout."""
     # recreate the memmap every batch to avoid a memory leak (numpy issue, as in nanoGPT)
     data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
     if step is None:
@@ -215,36 +213,46 @@ def get_batch(split, step, micro_step):
 
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
-model_args = model_args_from(config, vocab_size=meta_vocab_size or 50304)  # 50304: GPT-2's, padded
 try:
-    gptconf = GPTConfig(**model_args)
+    weights = ckpt.new_run_weights(config, meta_vocab_size)  # init_from weights: their shape, this config's pattern
+    schedule = parse_block_schedule(block_schedule or f"0:{block_types}", config["n_layer"])  # [(iter, pattern)]
+    config["block_types"] = block_types if not block_schedule else ",".join(schedule[0][1])
+    model_args = model_args_from(config, vocab_size=weights.shape["vocab_size"] if weights else meta_vocab_size or 50304)
+    gptconf = GPTConfig(**model_args)  # 50304 above: GPT-2's vocabulary padded
     link = link_from(config, tp_group=dp_rank)  # the network of this TP group (one per data-parallel rank)
     if link.lossy and tp_size == 1:
         raise ValueError(f"loss_model={loss_model!r} needs tp_size > 1: with one rank no message crosses a link")
     use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
     layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
-except (ValueError, megatron_shim.BackendError) as e:
+except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
-if init_from == "scratch" and not eval_only and os.path.exists(ckpt_path):
+if init_from != "resume" and not eval_only and os.path.exists(ckpt_path):
     fail(f"{ckpt_path} exists: continue that run with --init_from=resume, "
          f"or train into another --out_dir (a new run never overwrites a checkpoint)")
 comm = Comm(tp_size, link, group=tp_group, rank=tp_rank)
 model = GPT(gptconf, comm, layers).to(device)
-raw_model = model
+raw_model, weights_from = model, f"scratch (seed {seed})"
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
 if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
     try:
-        resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device)
+        resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
+                                     block_schedule)
     except ckpt.CheckpointError as e:
         fail(e)
     iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
     if note and master_process:
         print(note)
-    resumed = None  # free memory
+    resumed, weights_from = None, f"{ckpt_path} (resumed at iter {iter_num})"  # free memory
+elif weights is not None:  # a new run from existing weights, under this config's pattern (checkpoint.py)
+    try:
+        weights_from, weights = ckpt.init_weights(weights, model, optimizer, comm, init_optimizer), None
+    except ckpt.CheckpointError as e:
+        fail(e)
+raw_model.set_block_types(pattern_at(schedule, iter_num))  # a resumed schedule: the pattern in force
 if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
     faults.install(raw_model, rank, lambda: iter_num)
 if compile:
@@ -252,7 +260,8 @@ if compile:
 if dp_world > 1:  # gradients averaged over the data-parallel group only
     model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=dp_group)
 
-pattern = describe_pattern(gptconf.block_types)
+pattern = describe_pattern(gptconf.block_types) if len(schedule) == 1 else "schedule " + "; ".join(
+    f"{start}: {describe_pattern(p)} ({count_sync_points(p, tp_size)} syncs)" for start, p in schedule)
 if tp_size == 1:
     pattern += " (tp_size=1: every block is the dense block)"
 wandb_run_name = wandb_run_name or f"{dataset}-{raw_model.sync_points}comm"
@@ -270,18 +279,15 @@ if master_process:
           f"blocks: {pattern} | sync points: {raw_model.sync_points} per pass | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
-          f"device: {device} {dtype} compile={compile} | seed: {seed}")
+          f"device: {device} {dtype} compile={compile} | seed: {seed} | weights: {weights_from}")
     if "unigram_val_loss" in meta:
         print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
 
 
 @torch.no_grad()
 def estimate_metrics():
-    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks.
-
-    The network is lossless during eval unless loss_eval; then the link's own eval streams,
-    fresh at every eval, give every eval the same masks (comms.TPComm.evaluating).
-    """
+    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks. The
+    network is lossless unless loss_eval; then the link's own eval streams give every eval the same masks."""
     model.eval()
     out = {}
     with comm.evaluating(lossy=loss_eval):
@@ -334,8 +340,12 @@ model.train()
 t_start = t0 = time.time()
 running_mfu = None  # a moving average, once the loop has settled
 local_iter_num = 0  # iterations run by this process (MFU needs a few to settle)
-saved_iter, consecutive_skips = (iter_num if init_from == "resume" else None), 0
+saved_iter, consecutive_skips, check_counts = (iter_num if init_from == "resume" else None), 0, True
 while True:
+    if raw_model.set_block_types(pattern_at(schedule, iter_num)):  # a schedule's switch, before its eval
+        check_counts = True  # the counter, the records' sync_points and the link stats follow the new pattern
+        if master_process:
+            print(f"iter {iter_num}: blocks -> {describe_pattern(gptconf.block_types)}, {raw_model.sync_points} syncs")
     lr = get_lr(iter_num) if decay_lr else learning_rate
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
@@ -404,11 +414,11 @@ while True:
     t1 = time.time()
     dt, t0 = t1 - t0, t1
     measured_syncs = comm.counter.forward / gradient_accumulation_steps
-    if local_iter_num == 0 and (measured_syncs != raw_model.sync_points or
-                                comm.counter.backward != comm.counter.forward):
+    if check_counts and (measured_syncs != raw_model.sync_points or comm.counter.backward != comm.counter.forward):
         raise RuntimeError(f"sync count mismatch: the model claims {raw_model.sync_points} per pass, "
                            f"measured {measured_syncs} forward and "
                            f"{comm.counter.backward / gradient_accumulation_steps} backward")
+    check_counts = False
     if iter_num % log_interval == 0:
         stats = link.stats(all_processes=distributed) if link.lossy else None  # a collective
     if iter_num % log_interval == 0 and master_process:

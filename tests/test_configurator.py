@@ -94,6 +94,9 @@ def test_train_defaults_are_the_globals_of_train_py():
     ("peak_flops", -1.0, "peak_flops=-1.0 must be at least 0.0"),
     ("tp_mode", "mpi", "tp_mode='mpi': allowed values are 'sim', 'dist'"),
     ("nonfinite", "ignore", "nonfinite='ignore': allowed values are 'stop', 'skip'"),
+    ("init_from", "no/such/ckpt.pt", "init_from='no/such/ckpt.pt': allowed values are 'scratch', 'resume', "
+                                     "a GPT-2 name (gpt2, gpt2-medium, gpt2-large, gpt2-xl), or an existing ckpt.pt, "
+                                     "run directory or transformers directory"),
 ])
 def test_values_that_torch_or_numpy_would_reject_later_are_config_errors(key, value, message):
     config = dict(configurator.train_defaults(), **{key: value})
