@@ -64,6 +64,8 @@ def main():
     parser.add_argument("--batch_size", type=int, default=0, help="override the configs' batch size")
     parser.add_argument("--vocab_size", type=int, default=0, help="default: 65 (char) or 50304 (gpt2)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
+    parser.add_argument("--configs", nargs="*", default=[], metavar="NAME",
+                        help="only these configs (and dense), e.g. --configs 24comm 12comm")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides for every config, e.g. --set n_embd=256 n_head=8")
     args = parser.parse_args()
@@ -73,6 +75,11 @@ def main():
 
     prefix = SCALES[args.scale]
     configs = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
+    if args.configs:
+        unknown = sorted(set(args.configs) - set(configs))
+        if unknown:
+            parser.error(f"--configs: unknown {', '.join(unknown)}; allowed: {', '.join(configs)}")
+        configs = ["dense"] + [c for c in configs[1:] if c in args.configs]  # dense: every ratio's base
     paths = {"dense": prefix + ".py", **{f"{n}comm": f"{prefix}_{n}comm.py" for n in SYNC_COUNTS}}
     variants = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     names = [(config, compiled) for config in configs for compiled in variants]
