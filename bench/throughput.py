@@ -13,6 +13,8 @@ after round, so drift on a noisy machine hits them alike; a config's ratio to de
 is the median over rounds of (its tokens/s / dense tokens/s in the same round).
 With --compile both, every config runs eager and torch.compile'd (a separate model of the
 same seed), and the table adds compiled / eager, the median over rounds of the same ratio.
+With --partials, every TP config also runs the way `sim` did before a synced sublayer summed
+its ranks in one GEMM (comms.SimComm.sums_in_gemm): per-rank partials, then the sync's sum.
 """
 
 import argparse
@@ -25,6 +27,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
 from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
+from comms import SimComm  # noqa: E402
 from mfu import flops_per_token, peak_flops_per_device  # noqa: E402
 from model import describe_pattern, model_args_from  # noqa: E402
 
@@ -35,11 +38,17 @@ SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
 SYNC_COUNTS = (24, 18, 16, 12, 8, 7, 6, 5, 2, 1)
 
 
-def build_entry(path, args, compiled):
+class PartialsSimComm(SimComm):
+    """The `sim` path before the fused sum: every sublayer writes its per-rank partials, the sync sums them."""
+    sums_in_gemm = False
+
+
+def build_entry(path, args, compiled, partials=False):
     config, _ = configurator.configure(configurator.train_defaults(), [path] + [f"--{kv}" for kv in args.set])
     if args.batch_size:
         config["batch_size"] = args.batch_size
-    model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), device=args.device)
+    comm = PartialsSimComm(config["tp_size"]) if partials else None
+    model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), comm, device=args.device)
     step_model = torch.compile(model) if compiled else model
     x, y = random_batch(args.vocab_size, config["batch_size"], config["block_size"], device=args.device)
     return dict(model=model, step_model=step_model, optimizer=optimizer, x=x, y=y)
@@ -64,6 +73,8 @@ def main():
     parser.add_argument("--batch_size", type=int, default=0, help="override the configs' batch size")
     parser.add_argument("--vocab_size", type=int, default=0, help="default: 65 (char) or 50304 (gpt2)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
+    parser.add_argument("--partials", action="store_true",
+                        help="also time every TP config without the fused sum (per-rank partials, then the sync)")
     parser.add_argument("--configs", nargs="*", default=[], metavar="NAME",
                         help="only these configs (and dense), e.g. --configs 24comm 12comm")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -84,6 +95,11 @@ def main():
     variants = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     names = [(config, compiled) for config in configs for compiled in variants]
     entries = {name: build_entry(paths[name[0]], args, name[1]) for name in names}
+    if args.partials:  # each TP config also as per-rank partials summed at the sync, side by side
+        for config, compiled in list(names):
+            if config != "dense":
+                names.insert(names.index((config, compiled)) + 1, (config + " partials", compiled))
+                entries[config + " partials", compiled] = build_entry(paths[config], args, compiled, partials=True)
     for name in names:
         run_steps(entries[name], args.warmup, args)  # compiles, where compiled
 
