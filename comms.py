@@ -45,15 +45,46 @@ class SyncCounter:
     """
 
     def __init__(self):
+        # Counts made inside a torch.compile graph go to a tensor, not to Python ints: the
+        # compiled graph updates it in place at every call, and no guard depends on the
+        # counts (an int or dict would be a guard, and every new value a recompile).
+        # tally: [forward, backward, sync_bytes, one slot per sync point]; slots: point ->
+        # its index, fixed by the model before anything is compiled (GPT.__init__).
+        self.tally, self.slots = None, {}
         self.reset()
 
     def reset(self):
-        self.forward = 0   # forward syncs since the last reset
-        self.backward = 0  # backward mirror exchanges since the last reset
-        self.points = {}   # sync point name -> forward syncs, in model order
-        self.sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
+        self.eager_forward = 0   # forward syncs since the last reset, counted eagerly
+        self.eager_backward = 0  # backward mirror exchanges since the last reset, counted eagerly
+        self.eager_points = {}   # sync point name -> forward syncs, counted eagerly
+        self.eager_sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
+        if self.tally is not None:
+            self.tally.zero_()
+
+    def _traced(self, index):
+        return 0 if self.tally is None else int(self.tally[index])  # a host sync, on a GPU
+
+    @property
+    def forward(self):
+        return self.eager_forward + self._traced(0)
+
+    @property
+    def backward(self):
+        return self.eager_backward + self._traced(1)
+
+    @property
+    def sync_bytes(self):
+        return self.eager_sync_bytes + self._traced(2)
+
+    @property
+    def points(self):
+        """Sync point name -> forward syncs since the last reset, in model order."""
+        traced = {} if self.tally is None else dict(zip(self.slots, self.tally[3:].tolist()))
+        names = list(self.slots) + [p for p in self.eager_points if p not in self.slots]
+        counts = {p: self.eager_points.get(p, 0) + traced.get(p, 0) for p in names}
+        return {p: n for p, n in counts.items() if n}
 
     def __repr__(self):
         return f"SyncCounter(forward={self.forward}, backward={self.backward})"
@@ -73,11 +104,11 @@ def _count(comm, point, direction, x):
     """Count one sync (or mirror exchange) and its payload: one rank's message of x."""
     counter, link, T = comm.counter, comm.link, comm.tp_size
     if direction == FWD:
-        counter.forward += 1
-        counter.points[point] = counter.points.get(point, 0) + 1
+        counter.eager_forward += 1
+        counter.eager_points[point] = counter.eager_points.get(point, 0) + 1
     else:
-        counter.backward += 1
-    counter.sync_bytes += x[0].numel() * x.element_size()
+        counter.eager_backward += 1
+    counter.eager_sync_bytes += x[0].numel() * x.element_size()
     if link.lossy and not link.loses(direction):  # lossless direction of a lossy link: count its packets
         incoming = comm.local_ranks * (T - 1)  # links j -> r into the ranks this process holds
         link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
@@ -85,12 +116,19 @@ def _count(comm, point, direction, x):
 
 
 def _count_traced(comm, point, x):
-    """Count a lossless sync inside a torch.compile graph, where no Python runs in the backward
-    pass: dynamo replays these updates at every call; the backward mirror exchange (autograd's
-    broadcast of the sum) is counted here, from the structure, when a gradient will flow."""
-    _count(comm, point, FWD, x)
-    if torch.is_grad_enabled() and x.requires_grad:
-        _count(comm, point, BWD, x)
+    """Count a sync on a lossless link inside a torch.compile graph, in the counter's tally
+    tensor (SyncCounter). No Python runs in a compiled backward pass, so the backward mirror
+    exchange (autograd's broadcast of the sum) is counted here, from the structure, when a
+    gradient will flow."""
+    counter, size = comm.counter, x[0].numel() * x.element_size()
+    if counter.tally is None or counter.tally.device != x.device:  # once: the model's device
+        counter.tally = torch.zeros(3 + len(counter.slots), dtype=torch.long, device=x.device)
+    backward = int(torch.is_grad_enabled() and x.requires_grad)
+    counter.tally[0] += 1
+    counter.tally[1] += backward
+    counter.tally[2] += size * (1 + backward)
+    if point in counter.slots:
+        counter.tally[counter.slots[point]] += 1
 
 
 class _CountedAdd(torch.autograd.Function):
@@ -213,7 +251,7 @@ class TPComm:
         """
         if self.tp_size == 1:
             return b + d  # a sync over one rank is the identity: nothing to count
-        if torch.compiler.is_compiling() and not (self.link.loses(FWD) or self.link.loses(BWD)):
+        if torch.compiler.is_compiling() and not self.link.lossy:
             _count_traced(self, point, d)
             return b + self._sum_over_ranks(d)
         return self._eager_sync(b, d, point)
@@ -225,7 +263,7 @@ class TPComm:
     def add_summed(self, b, total, point):
         """A sync whose partials the sublayer already summed over ranks in its own GEMM (only
         where sums_in_gemm): the sum is the all-reduce; this counts it and adds it to b."""
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() and not self.link.lossy:
             _count_traced(self, point, total)
             return b + total
         return _CountedAdd.apply(b, total, self, point)

@@ -330,6 +330,8 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
+        points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("attn", "mlp")] + ["exit"]
+        self.comm.counter.slots = {point: 3 + i for i, point in enumerate(points)}  # every possible sync point
         self.init_weights()
 
     def set_block_types(self, block_types):

@@ -104,3 +104,27 @@ def test_the_sync_count_check_catches_an_extra_sync(char_data, tmp_path):
                        "--block_types=tp", env={"TP_SYNC_FAULT": "extra_sync:0"})
     assert result.returncode != 0
     assert "sync count mismatch: the model claims 8 per pass, measured 9.0 forward" in result.stderr
+
+
+def test_counting_inside_the_graph_never_recompiles():
+    """The counts live in a tensor the graph updates, so no guard depends on them: calls without
+    a reset in between (gradient accumulation, evaluation) reuse the one compiled graph."""
+    from torch._dynamo.utils import counters
+    model = build("tp", "lossless")
+    compiled = torch.compile(model, backend="aot_eager")
+    idx = torch.randint(37, (3, 16), generator=torch.Generator().manual_seed(1))
+    counters.clear()
+    for call in range(12):  # more calls than dynamo's recompile limit (8)
+        if call % 5 == 0:
+            model.comm.counter.reset()
+        _, loss = compiled(idx, idx)
+        loss.backward()
+    # two graphs: the first call creates the tally on the model's device, and the change of
+    # `tally is None` recompiles once; every later call, reset or not, reuses the second
+    assert counters["stats"]["unique_graphs"] == 2
+    counter = model.comm.counter
+    assert (counter.forward, counter.backward) == (2 * 12, 2 * 12)  # calls 10 and 11, 12 syncs each
+    assert counter.points == {f"h{i}.{s}": 2 for i in range(6) for s in ("attn", "mlp")}
+    with torch.no_grad():  # an eval pass: forward syncs, no backward exchange
+        compiled(idx, idx)
+    assert (counter.forward, counter.backward) == (36, 24)
