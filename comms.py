@@ -27,8 +27,6 @@ output gradient plus every other rank's, each through the backward link r->j.
 """
 
 import contextlib
-import os
-import sys
 import time
 
 import torch
@@ -37,12 +35,10 @@ import torch.distributed._functional_collectives as funcol
 
 from links import BWD, FWD, LosslessLink
 
-class SyncCounter:
-    """Counts forward syncs and backward mirror exchanges as they really happen.
 
-    The model's analytic count (GPT.sync_points) is checked against this, so a
-    block that syncs more or less often than it claims is caught at run time.
-    """
+class SyncCounter:
+    """Counts forward syncs and backward mirror exchanges as they really happen; the model's
+    analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught."""
 
     def __init__(self):
         # Counts made inside a torch.compile graph go to a tensor, not to Python ints: the
@@ -63,8 +59,8 @@ class SyncCounter:
         if self.tally is not None:
             self.tally.zero_()
 
-    def _traced(self, index):
-        return 0 if self.tally is None else int(self.tally[index])  # a host sync, on a GPU
+    def _traced(self, index):  # a host sync, on a GPU
+        return 0 if self.tally is None else int(self.tally[index])
 
     @property
     def forward(self):
@@ -85,9 +81,6 @@ class SyncCounter:
         names = list(self.slots) + [p for p in self.eager_points if p not in self.slots]
         counts = {p: self.eager_points.get(p, 0) + traced.get(p, 0) for p in names}
         return {p: n for p, n in counts.items() if n}
-
-    def __repr__(self):
-        return f"SyncCounter(forward={self.forward}, backward={self.backward})"
 
 
 def exchange(x, link, direction, point):
@@ -116,10 +109,9 @@ def _count(comm, point, direction, x):
 
 
 def _count_traced(comm, point, x):
-    """Count a sync on a lossless link inside a torch.compile graph, in the counter's tally
-    tensor (SyncCounter). No Python runs in a compiled backward pass, so the backward mirror
-    exchange (autograd's broadcast of the sum) is counted here, from the structure, when a
-    gradient will flow."""
+    """Count a sync on a lossless link inside a torch.compile graph, in the counter's tally tensor.
+    No Python runs in a compiled backward pass, so the backward mirror exchange (autograd's
+    broadcast of the sum) is counted here, from the structure, when a gradient will flow."""
     counter, size = comm.counter, x[0].numel() * x.element_size()
     if counter.tally is None or counter.tally.device != x.device:  # once: the model's device
         counter.tally = torch.zeros(3 + len(counter.slots), dtype=torch.long, device=x.device)
@@ -149,8 +141,7 @@ class _CountedAdd(torch.autograd.Function):
 
 class _AllReduceSum(torch.autograd.Function):
     """A lossless `dist` sync under torch.compile: a functional all-reduce, which the compiler
-    traces; its backward all-reduces the gradient (the mirror exchange). No Python side effects,
-    so it stays inside the graph."""
+    traces (no Python side effects); its backward all-reduces the gradient (the mirror exchange)."""
 
     @staticmethod
     def forward(ctx, x, group):
@@ -456,18 +447,3 @@ def process_grid(tp_procs, timeout=None):
         group = dist.new_group(ranks, timeout=timeout)
         dp_group = group if rank in ranks else dp_group
     return rank % tp_procs, rank // tp_procs, world // tp_procs, tp_group, dp_group
-
-
-def report_failed_collectives(rank, timeout_s):
-    """Make a failed collective (a peer died, or hung past the timeout) end this process with one
-    line on stderr instead of a traceback. Other exceptions keep their traceback."""
-    def hook(kind, value, traceback):
-        text = str(value)
-        if isinstance(value, getattr(dist, "DistError", ())) or "gloo" in text or "NCCL" in text:
-            first = text.strip().splitlines()[0][-160:] if text.strip() else kind.__name__
-            sys.stderr.write(f"error: rank {rank}: a collective failed, another rank died or hung "
-                             f"(dist_timeout_s={timeout_s}): {first}\n")
-            sys.stderr.flush()
-            os._exit(1)
-        sys.__excepthook__(kind, value, traceback)
-    sys.excepthook = hook

@@ -1,5 +1,6 @@
 """
-Faults that the reliability tests inject into a run, through the environment variable
+Failures: how a failed collective ends a run (report_failed_collectives), and the faults
+that the reliability tests inject into a run, through the environment variable
 TP_SYNC_FAULT: comma-separated `name:number[@rank]`, e.g. "nan_loss:5,exit:7@1,kill_in_save:2".
 
     exit:N          the process kills itself (SIGKILL) at the start of training iteration N
@@ -14,9 +15,11 @@ hooks only when the variable is set, so the training loop itself holds no test c
 
 import os
 import signal
+import sys
 import time
 
 import torch
+import torch.distributed as dist
 
 
 def planned(name, rank=0):
@@ -59,3 +62,18 @@ def install(model, rank, current_iter):
             b, d = run_block(b, d, comm)
             return comm.sync(b, torch.zeros_like(b), "extra"), d
         block.forward = forward_with_an_extra_sync
+
+
+def report_failed_collectives(rank, timeout_s):
+    """Make a failed collective (a peer died, or hung past the timeout) end this process with one
+    line on stderr instead of a traceback. Other exceptions keep their traceback."""
+    def hook(kind, value, traceback):
+        text = str(value)
+        if isinstance(value, getattr(dist, "DistError", ())) or "gloo" in text or "NCCL" in text:
+            first = text.strip().splitlines()[0][-160:] if text.strip() else kind.__name__
+            sys.stderr.write(f"error: rank {rank}: a collective failed, another rank died or hung "
+                             f"(dist_timeout_s={timeout_s}): {first}\n")
+            sys.stderr.flush()
+            os._exit(1)
+        sys.__excepthook__(kind, value, traceback)
+    sys.excepthook = hook

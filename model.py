@@ -230,8 +230,7 @@ class MLP(nn.Module):
             h = self.gelu(self.c_fc.forward_concat(x.view(1, B * L, C)))  # (1, N, 4C): every rank's units
             return self.dropout(self.c_proj.forward_summed(h[0])).view(1, B, L, C)
         h = self.gelu(self.c_fc(x.view(Rx, B * L, C)))  # (R, N, 4C/T): this rank's hidden units
-        m = self.dropout(self.c_proj(h))  # (R, N, C) partials
-        return m.view(-1, B, L, C)
+        return self.dropout(self.c_proj(h)).view(-1, B, L, C)  # (R, B, L, C) partials
 
 
 def _state(b, d):
@@ -261,12 +260,10 @@ class Block(nn.Module):
 
     def sublayer(self, layer, norm, b, d, comm, name, sync):
         """d += layer(norm(b + d)); then, if this block syncs here, b <- sync(b, d) and d <- 0.
-
         When the sync follows at once from a state every rank shares (d is None) on a lossless
-        `sim` network, the layer returns its partials already summed over ranks, from one GEMM
-        (comm.sums_in_gemm): the same sync, counted, at the dense model's cost. Not with
-        dropout in training, which drops elements of each rank's partial, not of the sum.
-        """
+        `sim` network, the layer returns its partials already summed over ranks from one GEMM
+        (comm.sums_in_gemm): the same sync, counted. Not with dropout in training, which drops
+        elements of each rank's partial, not of the sum."""
         point = f"h{self.index}.{name}"
         if sync and d is None and comm.sums_in_gemm and not (self.training and self.dropout > 0):
             return comm.add_summed(b, layer(norm(b), summed=True), point), None
@@ -396,10 +393,8 @@ class GPT(nn.Module):
     def get_num_params(self, non_embedding=True):
         """Parameters of the whole model, each weight once (a shard is not a copy); the position
         embeddings are subtracted by default, as GPT-2 counts (the token embeddings are the LM head)."""
-        n_params = 0
-        for p in self.parameters():
-            scale = self.config.tp_size // self.comm.local_ranks if getattr(p, "tp_sharded", False) else 1
-            n_params += p.numel() * scale
+        shares = self.config.tp_size // self.comm.local_ranks  # this process holds local_ranks of tp_size shards
+        n_params = sum(p.numel() * (shares if getattr(p, "tp_sharded", False) else 1) for p in self.parameters())
         if non_embedding:
             n_params -= self.transformer.wpe.weight.numel()
         return n_params

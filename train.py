@@ -1,10 +1,8 @@
 """
 Train GPT-2 with tensor-parallel blocks of three kinds (tp, spd, parallel).
 
-Single process, the embedded CPU default (char-level Shakespeare, 12 spd blocks, TP=2 simulated):
+The embedded CPU default (char-level Shakespeare, 12 spd blocks, TP=2 simulated), then a config and overrides:
 $ python train.py
-
-A config file, then overrides:
 $ python train.py config/train_shakespeare_char_6comm.py --max_iters=500
 
 Data parallel over 8 GPUs of one node (every process simulates the TP ranks):
@@ -151,7 +149,7 @@ if distributed:
     if world % tp_procs:
         fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
     tp_rank, dp_rank, dp_world, tp_group, dp_group = comms.process_grid(tp_procs, timeout)
-    comms.report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
+    faults.report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
