@@ -6,7 +6,10 @@ from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchr
 from conftest import SMALL, assert_one_line_error
 
 
-def assert_same_run(sim_dir, dist_dir, tol=1e-5):
+# Float tolerance: `sim` sums a lossless tp sublayer's ranks inside one GEMM (the fused sum),
+# `dist` sums per-rank GEMMs with an all-reduce: another summation order, whose last-bit
+# differences six training steps at lr 1e-2 grow to about 1e-5 (observed 1.1e-5, dp2 x tp2).
+def assert_same_run(sim_dir, dist_dir, tol=5e-5):
     sim, dst = records(sim_dir), records(dist_dir)
     assert [r["iter"] for r in sim] == [r["iter"] for r in dst]
     assert len([r for r in sim if "val_loss" not in r]) >= 5
