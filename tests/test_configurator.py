@@ -111,6 +111,7 @@ def test_the_mode_choices_are_the_modes_comms_implements():
     assert set(configurator.TRAIN_CHOICES["tp_mode"]) == set(comms.MODES)
 
 
+@pytest.mark.slow
 def test_a_negative_seed_is_one_line_from_train_py():
     from bench.harness import run_train
     from conftest import assert_one_line_error

@@ -105,6 +105,7 @@ def records(out_dir):
 SCHEDULE = "--block_schedule=0:tp;4:spd;7:parallel,spd"  # 8, then 4, then 2 syncs (4 layers)
 
 
+@pytest.mark.slow
 def test_a_schedule_switches_counts_and_resumes_exactly(char_data, tmp_path):
     common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", "--eval_interval=3",
               SCHEDULE, "--lr_decay_iters=10"]
@@ -130,6 +131,7 @@ def test_a_schedule_switches_counts_and_resumes_exactly(char_data, tmp_path):
                           "block_schedule='0:tp;4:spd;7:parallel,spd'", "block_schedule=''")
 
 
+@pytest.mark.slow
 def test_init_from_a_checkpoint_starts_a_new_run_under_another_pattern(char_data, tmp_path):
     common = [*TINY, f"--data_dir={char_data}", "--max_iters=4"]
     source = str(tmp_path / "source")
@@ -155,10 +157,12 @@ def test_init_from_a_checkpoint_starts_a_new_run_under_another_pattern(char_data
     (["--block_schedule=10:tp"], "must start at iteration 0"),
     (["--block_schedule=0:tp;5:spdd"], "unknown block type 'spdd'"),
 ])
+@pytest.mark.slow
 def test_bad_inputs_are_one_line_errors(char_data, tmp_path, args, message):
     assert_one_line_error(run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", *args), message)
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_checkpoint_is_one_line(char_data, tmp_path):
     bogus = tmp_path / "ckpt.pt"
     bogus.write_text("not a checkpoint")

@@ -6,6 +6,7 @@ import pickle
 import sys
 
 import numpy as np
+import pytest
 
 from bench.harness import run
 from conftest import ROOT, assert_one_line_error, tiny_text
@@ -43,6 +44,7 @@ def test_bpe_prepare(tmp_path):
     assert list(train[:2]) == [15496, 995]
 
 
+@pytest.mark.slow
 def test_openwebtext_prepare_on_local_files(tmp_path):
     docs = [f"Document number {i}. " + tiny_text(n_words=50, seed=i) for i in range(12)]
     for i, doc in enumerate(docs):

@@ -53,6 +53,7 @@ def test_corrupt_or_truncated_checkpoint_is_a_one_line_error(char_data, tmp_path
     assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is not a readable checkpoint")
 
 
+@pytest.mark.slow
 def test_nonfinite_step_stops_the_run_and_keeps_the_last_good_checkpoint(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--eval_interval=5",
             "--always_save_checkpoint=True", "--max_iters=20"]
@@ -64,6 +65,7 @@ def test_nonfinite_step_stops_the_run_and_keeps_the_last_good_checkpoint(char_da
     assert all(torch.isfinite(t).all() for t in checkpoint["model"].values())
 
 
+@pytest.mark.slow
 def test_nonfinite_step_can_be_skipped(char_data, tmp_path):
     args = [*TINY, f"--data_dir={char_data}", "--max_iters=12"]
     clean, skipped = str(tmp_path / "clean"), str(tmp_path / "skip")
@@ -103,6 +105,7 @@ def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, f
         assert "error: rank 0: a collective failed, another rank died or hung (dist_timeout_s=15)" in result.stderr
 
 
+@pytest.mark.slow
 def test_run_info_traces_the_code(char_data, tmp_path):
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2").returncode == 0
     info = json.load(open(os.path.join(tmp_path, "run_info.json")))

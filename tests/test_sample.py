@@ -8,6 +8,8 @@ import pytest
 from bench.harness import run, run_train
 from conftest import ROOT, TINY, assert_one_line_error
 
+pytestmark = pytest.mark.slow  # end-to-end runs of sample.py: the full suite, not the fast tier
+
 SEP = "---------------"
 
 

@@ -126,6 +126,7 @@ def read_summary(out):
     return runs, aggregates
 
 
+@pytest.mark.slow
 def test_summary_pairs_seeds_against_24comm(tmp_path):
     result, out = summarize_runs(tmp_path)
     assert result.returncode == 0, result.stderr

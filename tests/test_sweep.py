@@ -77,6 +77,7 @@ def test_sweep_runs_summarizes_skips_and_resumes(char_data, tmp_path):
     assert os.path.getmtime(run_dir / "result.json") == stamp
 
 
+@pytest.mark.slow
 def test_sweep_reports_failures_and_bad_files(char_data, tmp_path):
     sweep = tmp_path / "bad.py"
     sweep.write_text('name = "bad"\nconfigs = ["config/train_shakespeare_char_24comm.py"]\n'
@@ -91,6 +92,7 @@ def test_sweep_reports_failures_and_bad_files(char_data, tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "runs" / "typo").exists()
 
 
+@pytest.mark.slow
 def test_summary_averages_seeds_of_one_setting_only(tmp_path):
     """Runs of one config file but another max_iters (two sweeps summarized together) are two
     settings, each averaged over its own seeds."""

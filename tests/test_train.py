@@ -110,6 +110,7 @@ def test_two_process_data_parallel_run(char_data, tmp_path):
     assert bad.returncode != 0 and "gradient_accumulation_steps=3 is not divisible" in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("wandb") is None, reason="wandb not installed")
 def test_wandb_offline(char_data, tmp_path):
     out = str(tmp_path / "wb")
