@@ -66,9 +66,11 @@ def plan(sweep, out):
     """Every run of the sweep: its id, out_dir and train.py arguments, checked before anything runs."""
     defaults = configurator.train_defaults()
     runs = []
-    for config in sweep["configs"]:
-        for tag, setting in sweep["settings"].items():
-            for seed in sweep["seeds"]:
+    # seeds outermost: a sweep stopped part-way holds every config and setting of its first seeds,
+    # which is what the paired statistics need, rather than all seeds of its first configs
+    for seed in sweep["seeds"]:
+        for config in sweep["configs"]:
+            for tag, setting in sweep["settings"].items():
                 overrides = {**sweep["common"], **setting, "seed": seed}
                 args = [config] + [f"--{k}={v}" for k, v in overrides.items()]
                 try:  # the same validation as train.py: a typo fails the sweep now, not after an hour

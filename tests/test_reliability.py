@@ -208,3 +208,15 @@ def test_bad_input_campaign(char_data, campaign):
             assert_one_line_error(result, *needles)
         except AssertionError as e:
             raise AssertionError(f"{what}: {e}") from None
+
+
+def test_sweep_runs_every_config_of_a_seed_before_the_next_seed(tmp_path):
+    """A sweep stopped part-way must leave complete seeds (every config), which pairing needs."""
+    path = tmp_path / "order.py"
+    path.write_text('name = "order"\nconfigs = ["config/train_shakespeare_char_24comm.py", '
+                    '"config/train_shakespeare_char_2comm.py"]\nseeds = [1, 2]\n')
+    result = sweep(str(path), "--dry_run", f"--out={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    ids = [line.split()[-1] for line in result.stdout.splitlines()[1:]]
+    assert ids == ["shakespeare_char_24comm-s1", "shakespeare_char_2comm-s1",
+                   "shakespeare_char_24comm-s2", "shakespeare_char_2comm-s2"]

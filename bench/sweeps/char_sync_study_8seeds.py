@@ -5,11 +5,11 @@
 # Seeds pair across configs (same seed: same initial weights, same batches), so
 # bench/summarize.py compares every config with 24comm seed by seed; dense vs 24comm of the
 # same seed is the noise floor.
-# Eval every 50 iterations (the curves give the iterations to target) on a fixed sample of 40
-# batches per split, twice the default 20. Measured on this 2-core machine (1 thread per run,
-# 24comm): one such eval takes about as long as 25-30 training steps, so the 13 evals are
-# roughly a third of a run (35-40%); the train split's share of each eval is the part to
-# shrink if that matters.
+# Eval every 75 iterations (9 evals: the curves give the iterations to target) on a fixed sample
+# of 40 batches per split, twice the default 20. Measured on this 2-core machine (1 thread per
+# run, 24comm): one such eval costs about as much as 27 training steps, so every 50 iterations
+# would be ~37% of a run, over the third the study allows; every 75 is ~29%.
+# Every run of the table uses 1 thread (--slots 2 on 2 cores), so all share one summation order.
 #   python bench/sweep.py bench/sweeps/char_sync_study_8seeds.py --slots 2
 #   python bench/summarize.py runs/char_sync_study_8seeds --out bench/study_8seeds
 name = "char_sync_study_8seeds"
@@ -17,4 +17,4 @@ configs = ["config/train_shakespeare_char.py"] + [
     f"config/train_shakespeare_char_{n}comm.py" for n in (24, 18, 16, 12, 8, 7, 6, 5, 2, 1)]
 seeds = [1, 2, 3, 4, 5, 6, 7, 8]
 settings = {"": {}}
-common = {"compile": False, "eval_interval": 50, "eval_iters": 40}
+common = {"compile": False, "eval_interval": 75, "eval_iters": 40}
