@@ -25,6 +25,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
 
 import faults
 from configurator import GPT2_NAMES
@@ -89,7 +90,9 @@ def gather(model, optimizer, comm):
     model_state, optim_state = model.state_dict(), optimizer.state_dict()
     names, indices = _sharded_keys(model, optimizer)
     moments = _moments(optim_state, indices)
-    stacked = comm.gather_shards([model_state[n] for n in names] + [optim_state["state"][i][k] for i, k in moments])
+    device = next(model.parameters()).device  # ZeRO-1 consolidates the state on the CPU
+    stacked = comm.gather_shards([model_state[n] for n in names] + [optim_state["state"][i][k].to(device)
+                                                                     for i, k in moments])
     if stacked is None:
         return None, None
     model_state.update(zip(names, stacked))
@@ -104,6 +107,8 @@ def collect(model, optimizer, comm, dp_rank):
     rank. The model and optimizer come from one TP group (the data-parallel replicas are equal),
     the link states from every TP group, merged over the group's processes."""
     model_state = optim_state = None
+    if isinstance(optimizer, ZeroRedundancyOptimizer):  # ZeRO-1: the whole AdamW state, as plain AdamW
+        optimizer.consolidate_state_dict(to=0)  # keeps it, on data-parallel rank 0 (every rank calls this)
     if dp_rank == 0:
         model_state, optim_state = gather(model, optimizer, comm)
     pieces = {"model": model_state, "optimizer": optim_state}

@@ -56,6 +56,7 @@ class SyncCounter:
         self.eager_sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
+        self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
         if self.tally is not None:
             self.tally.zero_()
 
@@ -96,6 +97,9 @@ def exchange(x, link, direction, point):
 def _count(comm, point, direction, x):
     """Count one sync (or mirror exchange) and its payload: one rank's message of x."""
     counter, link, T = comm.counter, comm.link, comm.tp_size
+    if comm.replaying:  # activation checkpointing's recompute of a sync already counted
+        counter.recomputed += 1
+        return
     if direction == FWD:
         counter.eager_forward += 1
         counter.eager_points[point] = counter.eager_points.get(point, 0) + 1
@@ -231,6 +235,7 @@ class TPComm:
         self.tp_size = tp_size
         self.link = link if link is not None else LosslessLink()
         self.counter = SyncCounter()
+        self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
     def sync(self, b, d, point):
@@ -269,6 +274,36 @@ class TPComm:
             yield
         finally:
             self.link = training_link
+
+    def checkpoint_contexts(self):
+        """torch.utils.checkpoint's context_fn, once per checkpointed block: (around its forward,
+        around its recompute). The recompute computes the same function: its syncs are not
+        counted again, and a lossy link hands back the packet masks this block's forward drew
+        (kept on the block's own tape, freed with its graph) instead of drawing new ones."""
+        tape = {}
+        return self._recording(tape), self._replaying(tape)
+
+    @contextlib.contextmanager
+    def _recording(self, tape):
+        link = self.link
+        link.tape = tape if link.lossy else None
+        try:
+            yield
+        finally:
+            link.tape = None
+
+    @contextlib.contextmanager
+    def _replaying(self, tape):
+        link = self.link
+        self.replaying = True
+        if link.lossy:
+            link.tape, link.replaying = tape, True
+        try:
+            yield
+        finally:
+            self.replaying = False
+            if link.lossy:
+                link.tape, link.replaying = None, False
 
     def _timed(self, start):
         if self.timing:

@@ -210,6 +210,12 @@ class LossyLink:
         self.sent = {}     # (point, direction) -> packets sent (host int)
         self.lost = {}     # (point, direction) -> packets lost (device tensor)
         self.bursts = {}   # (point, direction) -> loss bursts started (device tensor)
+        # Activation checkpointing recomputes a block's forward in the backward pass; its syncs
+        # must see the packets the forward saw. While a block's forward runs, `tape` (that
+        # block's own) keeps every arrival mask in the order drawn; while it is recomputed
+        # (`replaying`), the masks come back from it instead of being drawn, and nothing is
+        # counted twice (comms.TPComm.checkpoint_contexts).
+        self.tape, self.replaying = None, False
 
     def loses(self, direction):
         return direction in self.directions and self.model.can_lose
@@ -236,6 +242,8 @@ class LossyLink:
 
     def arrived(self, src, dst, direction, point, n_packets, device):
         """Arrival flags (True = arrived) of one message's packets on link src -> dst."""
+        if self.replaying:
+            return self.tape[src, dst, direction, point].pop(0)
         stream = self.stream(src, dst, direction, device)
         lost = self.model.sample(n_packets, stream)
         previous = torch.cat([stream.last_lost.view(1), lost[:-1]])
@@ -244,6 +252,8 @@ class LossyLink:
         self.count_sent(point, direction, n_packets)
         self.lost[key] = self.lost.get(key, 0) + lost.sum()
         self.bursts[key] = self.bursts.get(key, 0) + (lost & ~previous).sum()
+        if self.tape is not None:
+            self.tape.setdefault((src, dst, direction, point), []).append(~lost)
         return ~lost
 
     def receive(self, acc, messages, r, direction, point):
@@ -351,6 +361,7 @@ def _collective_device():
 class LosslessLink:
     """The identity link: every packet of every message arrives."""
     lossy = False
+    tape, replaying = None, False  # nothing to record for a recompute (LossyLink)
 
     def loses(self, direction):
         return False

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from comms import SimComm
 
@@ -327,6 +329,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
+        self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("attn", "mlp")] + ["exit"]
         self.comm.counter.slots = {point: 3 + i for i, point in enumerate(points)}  # every possible sync point
         self.init_weights()
@@ -407,7 +410,12 @@ class GPT(nn.Module):
         b = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, L, C)
         b, d = b.unsqueeze(0), None  # every rank starts from the same embedding: (1, B, L, C), d = 0
         for block in self.transformer.h:
-            b, d = block(b, d, self.comm)
+            if self.activation_checkpointing and torch.is_grad_enabled():
+                # keep only the block's inputs; its activations are recomputed in the backward pass
+                b, d = checkpoint(block, b, d, self.comm, use_reentrant=False,
+                                  context_fn=self.comm.checkpoint_contexts)
+            else:
+                b, d = block(b, d, self.comm)
         if d is not None:  # partials left by trailing parallel blocks: one final sync
             b = self.comm.sync(b, d, "exit")
         x = self.transformer.ln_f(b)  # (Rb, B, L, C), Rb == 1 when all ranks agree
@@ -423,7 +431,9 @@ class GPT(nn.Module):
             loss = None
         return logits[0], loss  # the first rank's logits (B, L, vocab); in `sim` mode TP rank 0's
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, zero=False, dp_group=None):
+        """AdamW; zero=True: ZeRO-1, each rank of the data-parallel group dp_group (None: the default
+        group) keeps the state of its share of the parameters, steps them and broadcasts them."""
         # decay the matmul weights and embeddings, not biases or LayerNorm gains; the
         # per-rank column biases are 2-D (R, out/T), so this goes by name, not only by dim
         params = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
@@ -432,7 +442,10 @@ class GPT(nn.Module):
         groups = [{"params": decay, "weight_decay": weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+        settings = dict(lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+        if zero:
+            return ZeroRedundancyOptimizer(groups, torch.optim.AdamW, process_group=dp_group, **settings)
+        return torch.optim.AdamW(groups, **settings)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):

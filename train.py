@@ -103,6 +103,8 @@ backend = "auto"  # 'auto' (nccl on CUDA, gloo on CPU), 'nccl', 'gloo'
 dist_timeout_s = 600  # a collective waiting longer (a rank died or hangs) fails the run
 nonfinite = "stop"  # a NaN/Inf loss or gradient norm: 'stop' the run, or 'skip' the step
 seed = 1337
+zero_stage = 0  # 1: shard AdamW's state over the data-parallel ranks (ZeroRedundancyOptimizer)
+activation_checkpointing = "none"  # 'block': keep each block's inputs only, recompute the rest in backward
 peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in mfu.py
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))]
@@ -234,7 +236,9 @@ comm = Comm(tp_size, link, group=tp_group, rank=tp_rank)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+model.activation_checkpointing = activation_checkpointing == "block"
+zero = zero_stage == 1 and dp_world > 1  # one data-parallel rank: nothing to shard, plain AdamW
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, dp_group)
 if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
     try:
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
@@ -277,7 +281,8 @@ if master_process:
           f"blocks: {pattern} | sync points: {raw_model.sync_points} per pass | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
-          f"device: {device} {dtype} compile={compile} | seed: {seed} | weights: {weights_from}")
+          f"device: {device} {dtype} compile={compile} | zero_stage: {int(zero)} | activation checkpointing: "
+          f"{activation_checkpointing} | seed: {seed} | weights: {weights_from}")
     if "unigram_val_loss" in meta:
         print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
 

@@ -1,0 +1,91 @@
+"""The memory features of train.py: ZeRO-1 (zero_stage=1: AdamW's state sharded over the
+data-parallel ranks) and activation checkpointing (activation_checkpointing='block'). Each
+changes where memory goes, never the run: the same losses, counts and packets as the plain run
+of the same seed, and checkpoints any layout can resume."""
+
+import pytest
+import torch
+
+from bench.harness import LINKS, link_args, records, run_train, torchrun
+from conftest import SMALL, assert_one_line_error
+
+
+def train(char_data, out_dir, *extra, procs=1, pattern="spd", link="bernoulli"):
+    args = [*SMALL, f"--data_dir={char_data}", f"--block_types={pattern}", "--tp_size=2",
+            *link_args(LINKS[link]), f"--out_dir={out_dir}", *extra]
+    result = run_train(*args) if procs == 1 else torchrun(procs, *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def assert_identical(a, b):
+    """Two runs' records agree exactly: the feature moved memory, not numbers."""
+    ra, rb = records(a), records(b)
+    assert len(ra) == len(rb) and len([r for r in ra if "val_loss" not in r]) >= 5
+    skip = {"ms_per_iter", "tokens_per_s", "time_s", "mfu"}
+    for x, y in zip(ra, rb):
+        assert {k: v for k, v in x.items() if k not in skip} == {k: v for k, v in y.items() if k not in skip}
+
+
+def test_zero1_equals_adamw_dp2(char_data, tmp_path):
+    plain, zero = tmp_path / "plain", tmp_path / "zero"
+    train(char_data, plain, "--gradient_accumulation_steps=2", procs=2)
+    result = train(char_data, zero, "--gradient_accumulation_steps=2", "--zero_stage=1", procs=2)
+    assert "zero_stage: 1" in result.stdout
+    assert_identical(plain, zero)
+
+
+def test_zero1_checkpoint_is_plain_adamw_and_resumes_in_any_layout(char_data, tmp_path):
+    """A ZeRO-1 checkpoint holds the consolidated AdamW state: equal to the plain run's, and a run
+    with another zero_stage and another number of data-parallel ranks resumes from it."""
+    common = ["--gradient_accumulation_steps=2", "--always_save_checkpoint=True", "--lr_decay_iters=9"]
+    plain, zero, hop = tmp_path / "plain", tmp_path / "zero", tmp_path / "hop"
+    train(char_data, plain, *common, "--max_iters=9", procs=2)
+    train(char_data, zero, *common, "--max_iters=3", "--zero_stage=1", procs=2)
+    train(char_data, hop, *common, "--max_iters=3", procs=2)
+    saved_zero, saved_plain = (torch.load(d / "ckpt.pt", weights_only=False) for d in (zero, hop))
+    assert saved_zero["optimizer"]["param_groups"] == saved_plain["optimizer"]["param_groups"]
+    for index, state in saved_plain["optimizer"]["state"].items():
+        for key, value in state.items():
+            assert torch.equal(value, saved_zero["optimizer"]["state"][index][key]), (index, key)
+    # ZeRO-1 -> plain, same dp: the unbroken plain run's numbers
+    train(char_data, zero, *common, "--max_iters=9", "--init_from=resume", procs=2)
+    assert_identical(plain, zero)
+    # plain dp=2 -> ZeRO-1 dp=2 -> plain dp=1: resumes (dp=1 draws other batches, so not equal)
+    train(char_data, hop, *common, "--max_iters=6", "--init_from=resume", "--zero_stage=1", procs=2)
+    straight = records(plain)[:len(records(hop))]
+    assert [r["train_loss"] for r in records(hop)] == [r["train_loss"] for r in straight]
+    result = train(char_data, hop, *common, "--max_iters=9", "--init_from=resume")
+    assert "resumed at iter 6" in result.stdout
+
+
+def test_zero_stage_must_be_0_or_1(char_data, tmp_path):
+    assert_one_line_error(run_train(*SMALL, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--zero_stage=2"),
+                          "zero_stage=2", "allowed values are 0, 1")
+
+
+@pytest.mark.parametrize("link", ["lossless", "bernoulli"])
+def test_activation_checkpointing_changes_no_number(char_data, tmp_path, link):
+    plain, recomputed = tmp_path / "plain", tmp_path / "recomputed"
+    train(char_data, plain, pattern="tp,parallel", link=link)
+    result = train(char_data, recomputed, "--activation_checkpointing=block", pattern="tp,parallel", link=link)
+    assert "activation checkpointing: block" in result.stdout
+    assert_identical(plain, recomputed)
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_in_dist_mode(char_data, tmp_path):
+    """One process per TP rank: the recompute repeats the collective, with the forward's packets."""
+    plain, recomputed = tmp_path / "plain", tmp_path / "recomputed"
+    train(char_data, plain, "--tp_mode=dist", procs=2, pattern="tp,parallel", link="gilbert_elliott")
+    train(char_data, recomputed, "--tp_mode=dist", "--activation_checkpointing=block", procs=2,
+          pattern="tp,parallel", link="gilbert_elliott")
+    assert_identical(plain, recomputed)
+
+
+@pytest.mark.slow
+def test_zero1_in_dist_mode_dp2_tp2(char_data, tmp_path):
+    plain, zero = tmp_path / "plain", tmp_path / "zero"
+    train(char_data, plain, "--tp_mode=dist", "--gradient_accumulation_steps=2", procs=4)
+    train(char_data, zero, "--tp_mode=dist", "--gradient_accumulation_steps=2", "--zero_stage=1", procs=4)
+    assert_identical(plain, zero)
