@@ -35,6 +35,7 @@ def test_zero1_equals_adamw_dp2(char_data, tmp_path):
     assert_identical(plain, zero)
 
 
+@pytest.mark.slow
 def test_zero1_checkpoint_is_plain_adamw_and_resumes_in_any_layout(char_data, tmp_path):
     """A ZeRO-1 checkpoint holds the consolidated AdamW state: equal to the plain run's, and a run
     with another zero_stage and another number of data-parallel ranks resumes from it."""
@@ -64,7 +65,7 @@ def test_zero_stage_must_be_0_or_1(char_data, tmp_path):
                           "zero_stage=2", "allowed values are 0, 1")
 
 
-@pytest.mark.parametrize("link", ["lossless", "bernoulli"])
+@pytest.mark.parametrize("link", [pytest.param("lossless", marks=pytest.mark.slow), "bernoulli"])
 def test_activation_checkpointing_changes_no_number(char_data, tmp_path, link):
     plain, recomputed = tmp_path / "plain", tmp_path / "recomputed"
     train(char_data, plain, pattern="tp,parallel", link=link)
