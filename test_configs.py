@@ -1,6 +1,6 @@
 """
 Checks every config file in config/: it loads with no unknown keys; its model and
-link build; a GPT-2 config has GPT-2 small's 124M parameters (within 1%); the sync
+link build; a GPT-2 config has its GPT-2 size's parameters (124M, 355M, 774M, within 1%); the sync
 count in its name equals the model's analytic count and the count measured by
 comms.py over one forward and one backward pass; and a short forward pass works.
 
@@ -24,7 +24,7 @@ from links import link_from  # noqa: E402
 from model import GPT, GPTConfig, describe_pattern, model_args_from  # noqa: E402
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "config", "*.py")))
-GPT2_SMALL = 124e6
+GPT2_PARAMS = {"medium": 355e6, "large": 774e6}  # GPT-2's published sizes; small (no size in the name): 124M
 
 
 def expected_syncs(path):
@@ -41,20 +41,25 @@ def check_config(path):
     link = link_from(config)
     assert not (link.lossy and config["tp_size"] == 1), f"{path}: a lossy link needs tp_size > 1"
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**model_args_from(config, vocab_size)), SimComm(config["tp_size"], link))
+    # the GPT-2 medium and large shapes on the meta device: shapes, counts and syncs, no arithmetic
+    device = torch.device("meta" if config["n_layer"] * config["n_embd"] ** 2 > 2e7 else "cpu")
+    with device:
+        model = GPT(GPTConfig(**model_args_from(config, vocab_size)), SimComm(config["tp_size"], link))
     n_params = model.get_num_params()
     if "gpt2" in os.path.basename(path):
-        assert abs(n_params - GPT2_SMALL) / GPT2_SMALL < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"
+        size = next((k for k in GPT2_PARAMS if f"gpt2_{k}" in os.path.basename(path)), None)
+        expected = GPT2_PARAMS.get(size, 124e6)
+        assert abs(n_params - expected) / expected < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"
     assert model.sync_points == expected_syncs(path), \
         f"{path}: the name says {expected_syncs(path)} syncs, the model counts {model.sync_points}"
-    idx = torch.randint(vocab_size, (1, 8))
+    idx = torch.randint(vocab_size, (1, 8), device=device)
     model.comm.counter.reset()
     logits, loss = model(idx, idx)
     loss.backward()
     counter = model.comm.counter
     assert counter.forward == counter.backward == model.sync_points, \
         f"{path}: measured {counter.forward} forward / {counter.backward} backward, expected {model.sync_points}"
-    assert logits.shape == (1, 8, vocab_size) and torch.isfinite(loss)
+    assert logits.shape == (1, 8, vocab_size) and (device.type == "meta" or torch.isfinite(loss))
     blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
     loss = f"{link.model.name} {link.model.stationary_loss:.2%}" if link.lossy else "none"
     return (os.path.relpath(path, ROOT), blocks, model.config.tp_size, model.sync_points,
@@ -64,6 +69,13 @@ def check_config(path):
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_config(path):
     check_config(path)
+
+
+def test_larger_gpt2_sizes_have_their_patterns():
+    names = {os.path.basename(p) for p in CONFIGS}
+    for size, layers in (("medium", 24), ("large", 36)):  # all tp, all spd, [spd,parallel]
+        for n in (2 * layers, layers, layers // 2 + 1):
+            assert f"train_gpt2_{size}_{n}comm.py" in names, (size, n)
 
 
 def test_every_sync_count_has_both_scales():
