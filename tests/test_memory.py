@@ -3,10 +3,12 @@ data-parallel ranks) and activation checkpointing (activation_checkpointing='blo
 changes where memory goes, never the run: the same losses, counts and packets as the plain run
 of the same seed, and checkpoints any layout can resume."""
 
+import sys
+
 import pytest
 import torch
 
-from bench.harness import LINKS, link_args, records, run_train, torchrun
+from bench.harness import LINKS, link_args, records, run, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 
 
@@ -90,3 +92,20 @@ def test_zero1_in_dist_mode_dp2_tp2(char_data, tmp_path):
     train(char_data, plain, "--tp_mode=dist", "--gradient_accumulation_steps=2", procs=4)
     train(char_data, zero, "--tp_mode=dist", "--gradient_accumulation_steps=2", "--zero_stage=1", procs=4)
     assert_identical(plain, zero)
+
+
+def test_the_features_save_the_memory_they_promise():
+    """bench/memory.py's char rows (fake tensors, MemTracker): ZeRO-1 at dp=2 holds at most about
+    half of AdamW's state per rank, and checkpointing keeps a fraction of the activations."""
+    result = run([sys.executable, "bench/memory.py", "--shapes", "char"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0].startswith("char"):
+            rows[int(cells[1]), cells[2]] = [float(c.replace(",", "")) for c in cells[3:9]]
+    params, _, activations, optimizer, _, total = rows[0, "none"]
+    assert optimizer == pytest.approx(2 * params, rel=0.01)  # AdamW: two moments per parameter
+    assert rows[1, "none"][3] <= 0.6 * optimizer  # ZeRO-1: this rank's share (partitions by whole tensors)
+    assert rows[0, "block"][2] < 0.25 * activations  # 12 blocks: about one block's activations at a time
+    assert rows[1, "block"][5] < rows[0, "block"][5] < rows[0, "none"][5]
