@@ -18,6 +18,9 @@ startup line for what tp_backend='auto' and dtype='auto' became. Writes to <out>
   val_loss_vs_loss_rate.png  final val loss against the stationary packet loss rate
   val_loss_vs_step_time.png  final val loss against measured step time (bench/step_time.json)
 
+A block_schedule run's sync_points is its average forward syncs per training step (the
+patterns weighted by the steps each is in force), its block_pattern the schedule.
+
 Paired statistics. Runs of one seed start from the same weights and see the same batches in
 every config, so the seed-to-seed spread cancels in per-seed differences. Each setting is
 paired with the reference setting whose resolved config differs only in the sync pattern and
@@ -58,7 +61,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from comms import MODES  # noqa: E402
 from links import link_from  # noqa: E402
-from model import count_sync_points, describe_pattern, parse_block_types  # noqa: E402
+from model import count_sync_points, describe_pattern, parse_block_schedule, parse_block_types  # noqa: E402
 
 COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_points", "block_pattern", "tp_size",
            "tp_mode", "tp_backend", "dtype", "loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd", "iters",
@@ -80,11 +83,11 @@ PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
 # keys that make one setting the treatment of another: the sync pattern and the link. Two runs
 # of one seed may be paired when their resolved configs differ in these (and PER_RUN_KEYS,
 # BOOKKEEPING_KEYS) only: same data, schedule, model size and iterations
-TREATMENT_KEYS = ("tp_size", "block_types", "loss_model", "loss_rate", "ge_preset", "ge_p", "ge_r", "ge_k", "ge_h",
+TREATMENT_KEYS = ("tp_size", "block_types", "block_schedule", "loss_model", "loss_rate", "ge_preset", "ge_p", "ge_r", "ge_k", "ge_h",
                   "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval")
 # keys that change what a run logs or where, not what it computes
 BOOKKEEPING_KEYS = ("wandb_log", "wandb_project", "log_interval", "always_save_checkpoint", "dist_timeout_s",
-                    "peak_flops")
+                    "peak_flops", "zero_stage", "activation_checkpointing")  # the last two: same numbers, tested
 TARGETS = {"1pct": 1.01, "2pct": 1.02}  # iterations to dense's final val loss times this
 CONFIDENCE = 0.95
 
@@ -245,13 +248,15 @@ def read_run(run_dir):
     evals = [r for r in records if "val_loss" in r]
     steps = [r for r in records if "val_loss" not in r]
     kinds = parse_block_types(cfg["block_types"], cfg["n_layer"])
+    syncs, pattern = count_sync_points(kinds, cfg["tp_size"]), describe_pattern(kinds) if cfg["tp_size"] > 1 else "dense"
+    if cfg.get("block_schedule"):  # a schedule's syncs: the average per training step over the run
+        syncs, pattern = schedule_syncs(cfg), "schedule " + cfg["block_schedule"]
     tp_backend, dtype = resolved_backend_and_dtype(cfg, run_dir)
     ms_per_iter = [r["ms_per_iter"] for r in steps[1:] if r.get("ms_per_iter")]  # the first step pays warm-up
     row = dict(kind="run", run=os.path.basename(run_dir), config=result["config"] if result else "",
                setting=result["setting"] if result else "", seed=cfg["seed"], n=1,
                status="done" if result else "unfinished",
-               sync_points=count_sync_points(kinds, cfg["tp_size"]),
-               block_pattern=describe_pattern(kinds) if cfg["tp_size"] > 1 else "dense", tp_size=cfg["tp_size"],
+               sync_points=syncs, block_pattern=pattern, tp_size=cfg["tp_size"],
                tp_mode=cfg["tp_mode"], tp_backend=tp_backend, dtype=dtype, loss_model=cfg["loss_model"],
                loss_rate=stationary_loss(cfg),
                ge_preset=cfg["ge_preset"] if cfg["loss_model"] == "gilbert_elliott" else "",
@@ -278,6 +283,15 @@ def read_run(run_dir):
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
+
+
+def schedule_syncs(cfg):
+    """The average forward syncs per training step of a block_schedule run over its max_iters steps."""
+    schedule = parse_block_schedule(cfg["block_schedule"], cfg["n_layer"])
+    ends = [start for start, _ in schedule[1:]] + [cfg["max_iters"]]
+    steps = [(min(end, cfg["max_iters"]) - min(start, cfg["max_iters"]), count_sync_points(kinds, cfg["tp_size"]))
+             for (start, kinds), end in zip(schedule, ends)]
+    return sum(n * syncs for n, syncs in steps) / max(1, cfg["max_iters"])
 
 
 def setting_name(config, setting):
@@ -412,7 +426,7 @@ def paired_analysis(rows, aggregates, curves, reference=""):
 
 
 def label(row):
-    return "dense" if row["tp_size"] == 1 else f"{row['sync_points']}comm"
+    return "dense" if row["tp_size"] == 1 else f"{row['sync_points']:g}comm"  # a schedule's average: 11.25comm
 
 
 def plots(aggregates, curves, rows, out, floors=()):

@@ -65,6 +65,15 @@ def test_iters_to_target_interpolates_between_evals():
     assert summarize.iters_to_target([(0, 4.0), (100, 2.1), (200, 2.3)], 2.2) == pytest.approx(1.8 / 1.9 * 100)
 
 
+def test_schedule_syncs_average_the_patterns_over_the_steps():
+    # 24comm for 150 of 600 steps, then [spd,parallel] x6 (7 syncs): (150 * 24 + 450 * 7) / 600
+    cfg = {"block_schedule": "0:tp;150:spd,parallel", "n_layer": 12, "tp_size": 2, "max_iters": 600}
+    assert summarize.schedule_syncs(cfg) == pytest.approx(11.25)
+    # a switch after the end of the run counts no step; a dense schedule counts none
+    assert summarize.schedule_syncs(dict(cfg, block_schedule="0:spd;900:tp")) == 12
+    assert summarize.schedule_syncs(dict(cfg, tp_size=1)) == 0
+
+
 def test_wall_time_adds_the_segments_of_a_resumed_run():
     evals = [{"time_s": t} for t in (0.5, 10.0, 20.0, 0.4, 12.0)]  # the clock restarted at the resume
     assert summarize.wall_time(evals, None) == pytest.approx(32.0)
@@ -195,3 +204,34 @@ def test_summary_reference_option(tmp_path):
     bad, _ = summarize_runs(tmp_path, "--reference=train_shakespeare_char_99comm")
     assert_one_line_error(bad, "--reference='train_shakespeare_char_99comm' matches no setting",
                           "train_shakespeare_char_12comm", "train_shakespeare_char_24comm")
+
+
+def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
+    """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
+    0.3%; the `zero` control pairs to exactly 0; Holm and the simultaneous interval cover 3 settings."""
+    columns = ["kind", "status", "run", "config", "seed", "iters", "loss_model", "loss_rate", "ge_preset", "loss_fwd",
+               "loss_bwd", "final_val_loss"]
+    base = {1: 1.50, 2: 1.52, 3: 1.49, 4: 1.51}
+    lossy = {("bernoulli", 0.003): [0.001, -0.001, 0.002, 0.0], ("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
+             ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]}
+    rows = [dict(kind="run", status="done", run=f"a-s{seed}", config="config/a.py", seed=seed, iters=600,
+                 loss_model="none", loss_rate=0.0, ge_preset="", loss_fwd=True, loss_bwd=True, final_val_loss=loss)
+            for seed, loss in base.items()]
+    for (model, rate), diffs in lossy.items():
+        rows += [dict(rows[k], loss_model=model, loss_rate=rate, ge_preset="zero" if rate == 0 else "",
+                      final_val_loss=base[k + 1] + d) for k, d in enumerate(diffs)]
+    path = tmp_path / "summary.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    result = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
+    assert "| 4 | +0.0005 |" in lines["bern0.003"] and lines["bern0.003"].endswith("| no |")
+    assert "| 4 | +0.0115 |" in lines["bern0.01"] and lines["bern0.01"].endswith("| yes |")
+    assert "| 4 | +0.0000 |" in lines["ge-zero"]
+    # 1% Bernoulli: mean 0.0115, std 0.0012910, t = 17.816 on 3 df; closed form for 3 df:
+    # p = 1 - (2/pi) (atan(x) + x / (1 + x^2)), x = t/sqrt(3) -> 3.856e-4; the smallest of 3 p: Holm x3
+    assert "| 0.00116 |" in lines["bern0.01"]
+    assert "| a.py | 0.30% | +0.0005 |" in result.stdout

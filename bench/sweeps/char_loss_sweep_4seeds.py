@@ -1,0 +1,19 @@
+# Packet-loss tolerance, redone with enough seeds (issue 16, item 6): the 24, 12 and 2comm char
+# configs under Bernoulli loss 0.3%, 1% and 3% on both passes, 3% on the forward pass only,
+# Gilbert-Elliott `bursty` (1% stationary, mean bursts of 10 packets), and the `zero` preset as a
+# control (a lossy code path that loses nothing: its paired difference must be exactly 0).
+# Seeds 1-4. Each lossy run pairs with the lossless run of the same config and seed, which is the
+# 8-seed study's (char_sync_study_8seeds: the same common overrides), so summarize both together:
+#   python bench/sweep.py bench/sweeps/char_loss_sweep_4seeds.py --slots 2
+#   python bench/summarize.py runs/char_sync_study_8seeds runs/char_loss_sweep_4seeds --out bench/loss_sweep
+#   python bench/tolerance.py bench/loss_sweep/experiment_summary.csv
+name = "char_loss_sweep_4seeds"
+configs = [f"config/train_shakespeare_char_{n}comm.py" for n in (24, 12, 2)]
+seeds = [1, 2, 3, 4]
+settings = {
+    **{f"bern{rate:g}": {"loss_model": "bernoulli", "loss_rate": rate} for rate in (0.003, 0.01, 0.03)},
+    "bern0.03-fwd": {"loss_model": "bernoulli", "loss_rate": 0.03, "loss_bwd": False},
+    "ge-bursty": {"loss_model": "gilbert_elliott", "ge_preset": "bursty"},
+    "ge-zero": {"loss_model": "gilbert_elliott", "ge_preset": "zero"},
+}
+common = {"compile": False, "eval_interval": 75, "eval_iters": 40}

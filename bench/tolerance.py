@@ -1,0 +1,149 @@
+"""
+Packet-loss tolerance per config, from a summary's run rows (bench/summarize.py's CSV): every
+lossy run paired with the lossless run of the same config and seed (same weights, same batches),
+its final val loss minus the lossless one's.
+
+    python bench/tolerance.py bench/loss_sweep/experiment_summary.csv [--plot bench/loss_sweep/tolerance.png]
+
+Per (config, link setting): the paired differences' mean, their 95% interval (Student t), the
+paired t test's p and Holm's correction over every setting of the table, and a simultaneous
+interval (Bonferroni: confidence 1 - 0.05/m over the m settings). A config's tolerance is the
+largest Bernoulli rate (both passes) at or below which no rate has a resolved cost: every
+simultaneous interval includes 0. That is "no cost resolved at this many seeds", not "no cost":
+the interval's upper end bounds the cost the data allow. A setting that drops nothing (the `zero`
+Gilbert-Elliott preset) must pair to exactly 0; it is the control that the lossy code path
+itself changes no number.
+"""
+
+import argparse
+import csv
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from summarize import CONFIDENCE, holm, paired_stats, t_quantile  # noqa: E402
+
+
+def fail(message):
+    sys.exit(f"error: {message}")
+
+
+def read_rows(path):
+    if not os.path.isfile(path):
+        fail(f"{path} does not exist (write it with bench/summarize.py ... --out DIR)")
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] == "run" and r["status"] == "done"]
+    if not rows:
+        fail(f"{path} has no finished run rows")
+    return rows
+
+
+def link_name(row):
+    """A lossy setting's short name: bern0.01, bern0.03-fwd, ge-bursty (lossless: '')."""
+    if row["loss_model"] == "none":
+        return ""
+    direction = {("True", "True"): "", ("True", "False"): "-fwd", ("False", "True"): "-bwd"}[
+        row["loss_fwd"], row["loss_bwd"]]
+    if row["loss_model"] == "bernoulli":
+        return f"bern{float(row['loss_rate']):g}{direction}"
+    return f"ge-{row['ge_preset'] or 'custom'}{direction}"
+
+
+def tolerance_table(rows):
+    """[(config, link, stats, rate, both passes, bernoulli)], paired with the lossless run of the same config, seed and length."""
+    lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
+    diffs = {}
+    for r in rows:
+        key = (r["config"], r["seed"], r["iters"])
+        if r["loss_model"] != "none" and key in lossless:
+            diffs.setdefault((r["config"], link_name(r), float(r["loss_rate"]), r["loss_fwd"] == r["loss_bwd"] == "True",
+                              r["loss_model"] == "bernoulli"), []).append(float(r["final_val_loss"]) - lossless[key])
+    table = [(config, name, paired_stats(d), rate, both, bern) for (config, name, rate, both, bern), d in diffs.items()]
+    table.sort(key=lambda t: (t[0], not t[5], t[3], t[1]))
+    tested = [k for k, t in enumerate(table) if t[2]["p"] is not None]
+    adjusted = holm([table[k][2]["p"] for k in tested])
+    m = max(1, len(tested))
+    for k, p_holm in zip(tested, adjusted):
+        stats = table[k][2]
+        simultaneous = paired_stats_at(stats, 1.0 - (1.0 - CONFIDENCE) / m)
+        stats.update(p_holm=p_holm, sim_low=simultaneous[0], sim_high=simultaneous[1])
+    return table
+
+
+def paired_stats_at(stats, confidence):
+    """The interval of paired_stats' mean at another confidence (same n, mean, std)."""
+    half = t_quantile(0.5 + confidence / 2.0, stats["n"] - 1) * stats["std"] / math.sqrt(stats["n"])
+    return stats["mean"] - half, stats["mean"] + half
+
+
+def tolerances(table):
+    """config -> (largest tolerated Bernoulli rate or None, its stats): every rate up to it unresolved from 0."""
+    out = {}
+    for config in dict.fromkeys(t[0] for t in table):
+        tolerated = None
+        for _, _, stats, rate, both, bern in (t for t in table if t[0] == config and t[4] and t[5]):
+            if "sim_low" not in stats or not stats["sim_low"] <= 0.0 <= stats["sim_high"]:
+                break
+            tolerated = (rate, stats)
+        out[config] = tolerated
+    return out
+
+
+def fmt(x, spec="+.4f"):
+    return "" if x is None else format(x, spec)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("summary", help="experiment_summary.csv from bench/summarize.py")
+    parser.add_argument("--plot", default="", help="write the paired cost vs loss rate plot here (.png)")
+    args = parser.parse_args()
+    table = tolerance_table(read_rows(args.summary))
+    if not table:
+        fail(f"{args.summary}: no lossy run has a lossless run of the same config and seed to pair with")
+    print(f"paired final val loss, lossy minus lossless (same config and seed); {CONFIDENCE:.0%} interval, "
+          f"Holm over {sum('p_holm' in t[2] for t in table)} settings, simultaneous (Bonferroni) interval\n")
+    print("| config | link | n | mean | 95% CI | p (Holm) | simultaneous CI | resolved |")
+    print("| --- | --- | ---: | ---: | --- | ---: | --- | --- |")
+    for config, name, s, *_ in table:
+        ci = f"[{fmt(s['ci_low'])}, {fmt(s['ci_high'])}]" if s["ci_low"] is not None else ""
+        sim = f"[{fmt(s.get('sim_low'))}, {fmt(s.get('sim_high'))}]" if "sim_low" in s else ""
+        resolved = "" if "sim_low" not in s else ("no" if s["sim_low"] <= 0 <= s["sim_high"] else "yes")
+        print(f"| {os.path.basename(config)} | {name} | {s['n']} | {fmt(s['mean'])} | {ci} | "
+              f"{fmt(s.get('p_holm'), '.3g')} | {sim} | {resolved} |")
+    print("\n| config | largest Bernoulli rate with no resolved cost | its paired mean | its simultaneous CI |")
+    print("| --- | ---: | ---: | --- |")
+    for config, tolerated in tolerances(table).items():
+        if tolerated is None:
+            print(f"| {os.path.basename(config)} | none tested (the smallest rate's cost is resolved, or n < 2) | | |")
+        else:
+            rate, s = tolerated
+            print(f"| {os.path.basename(config)} | {rate:.2%} | {fmt(s['mean'])} | "
+                  f"[{fmt(s['sim_low'])}, {fmt(s['sim_high'])}] |")
+    if args.plot:
+        plot(table, args.plot)
+
+
+def plot(table, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config in dict.fromkeys(t[0] for t in table):
+        points = [(rate, s) for c, _, s, rate, both, bern in table if c == config and both and bern and s["ci_low"] is not None]
+        if points:
+            ax.errorbar([r * 100 for r, _ in points], [s["mean"] for _, s in points],
+                        yerr=[[s["mean"] - s["ci_low"] for _, s in points], [s["ci_high"] - s["mean"] for _, s in points]],
+                        fmt="o-", capsize=4, label=os.path.basename(config).removeprefix("train_").removesuffix(".py"))
+    ax.axhline(0.0, color="gray", lw=0.8)
+    ax.set(xscale="log", xlabel="Bernoulli packet loss rate (%), both passes",
+           ylabel="paired final val loss cost (nats)", title="Cost of packet loss, paired over seeds (95% CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
