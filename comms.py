@@ -281,23 +281,14 @@ class TPComm:
         counted again, and a lossy link hands back the packet masks this block's forward drew
         (kept on the block's own tape, freed with its graph) instead of drawing new ones."""
         tape = {}
-        return self._recording(tape), self._replaying(tape)
+        return self._taping(tape, replay=False), self._taping(tape, replay=True)
 
     @contextlib.contextmanager
-    def _recording(self, tape):
+    def _taping(self, tape, replay):
         link = self.link
-        link.tape = tape if link.lossy else None
-        try:
-            yield
-        finally:
-            link.tape = None
-
-    @contextlib.contextmanager
-    def _replaying(self, tape):
-        link = self.link
-        self.replaying = True
+        self.replaying = replay
         if link.lossy:
-            link.tape, link.replaying = tape, True
+            link.tape, link.replaying = tape, replay
         try:
             yield
         finally:

@@ -49,6 +49,11 @@ def build_entry(path, args, compiled, partials=False):
         config["batch_size"] = args.batch_size
     comm = PartialsSimComm(config["tp_size"]) if partials else None
     model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), comm, device=args.device)
+    if compiled:
+        # every model here is compiled from the same GPT.forward code, and dynamo's recompile limit
+        # (8) counts them all together: at 2 graphs per model (before and after the sync tally
+        # exists) the fifth compiled config would silently run eager. One run compiles one model.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     step_model = torch.compile(model) if compiled else model
     x, y = random_batch(args.vocab_size, config["batch_size"], config["block_size"], device=args.device)
     return dict(model=model, step_model=step_model, optimizer=optimizer, x=x, y=y)
