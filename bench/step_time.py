@@ -154,16 +154,12 @@ def main():
           f"waiting for the other rank and competing for the 2 cores inside a training step)")
 
     # projection: GPT-2 124M, one TP=2 pair across two nodes, micro-batch 12 x 1024 in bf16
-    n_params, tokens, n_layer, d = 124.4e6, 12 * 1024, 12, 768
-    flops = 6 * n_params * tokens + 12 * n_layer * d * 1024 * tokens  # per micro-step, both ranks
-    compute = flops / 2 / (args.gpu_peak * args.mfu)  # each rank does half of the sharded work
-    message = tokens * d * 2  # one rank's partial sums in bf16
-    replicated = (50304 * d + 1024 * d + n_layer * (4 * d + 2 * d) + 2 * d) * 4  # embeddings, LNs, row biases (fp32)
+    compute, _, replicated = gpt2_projection(0, 25, args.mfu, args.gpu_peak, args.net_latency)
     projection = {}
-    print(f"\n# projected: GPT-2 124M, TP=2 across two nodes, micro-batch 12x1024 bf16, compute {compute * 1e3:.1f} ms "
+    print(f"\n# projected: GPT-2 124M, TP=2 across two nodes, micro-batch 12x1024 bf16, compute {compute:.1f} ms "
           f"per micro-step (FLOPs at {args.mfu:.0%} MFU of {args.gpu_peak / 1e12:.0f} TFLOP/s, an assumption), "
           f"all-reduce = {args.net_latency * 1e6:.0f} us + bytes/bandwidth; replicated gradients "
-          f"({replicated / 1e6:.0f} MB) once per step of 5 micro-steps")
+          f"({replicated / 1e6:.0f} MB) once per step of {MICRO_STEPS} micro-steps")
     print("| config | syncs/pass | " + " | ".join(f"{bw} Gb/s ms/micro-step | speedup vs 24comm" for bw in (25, 100, 400)) + " |")
     print("| --- | ---: | " + " | ".join("---: | ---:" for _ in range(3)) + " |")
     for name, pattern in PATTERNS.items():
@@ -172,21 +168,37 @@ def main():
         syncs = count_sync_points(parse_block_types(pattern, 12), 2)
         cells, projection[name] = [], {}
         for bw in (25, 100, 400):
-            bandwidth = bw * 1e9 / 8
-            comm = 2 * syncs * (args.net_latency + message / bandwidth) + (args.net_latency + replicated / bandwidth) / 5
-            projection[name][bw] = (compute + comm) * 1e3
-        for bw in (25, 100, 400):
-            base = 2 * 24 * (args.net_latency + message / (bw * 1e9 / 8)) + (args.net_latency + replicated / (bw * 1e9 / 8)) / 5
-            cells.append(f"{projection[name][bw]:.1f} | {(compute + base) * 1e3 / projection[name][bw]:.2f}x")
+            ms, base = (sum(gpt2_projection(n, bw, args.mfu, args.gpu_peak, args.net_latency)[:2]) for n in (syncs, 24))
+            projection[name][bw] = ms
+            cells.append(f"{ms:.1f} | {base / ms:.2f}x")
         print(f"| {name} | {syncs} | " + " | ".join(cells) + " |")
 
     with open(args.out + ".json", "w") as f:
         json.dump({"args": vars(args), "measured": list(table.values()), "allreduce_sweep": sweep, "alpha_s": alpha,
                    "beta_bytes_per_s": beta, "sweep_alpha_s": sweep_alpha, "sweep_beta_bytes_per_s": sweep_beta,
                    "projection_ms_per_micro_step": projection,
-                   "projected_compute_ms": compute * 1e3}, f, indent=2)
+                   "projected_compute_ms": compute}, f, indent=2)
     plot({k[0]: v for k, v in table.items() if k[1] == args.batch_sizes[-1]}, projection, args.out + ".png")
     dist.destroy_process_group()
+
+
+MICRO_STEPS = 5  # GPT-2 124M: 40 micro-steps of 12 x 1024 per iteration over 8 GPUs = 4 TP pairs x 5 (config/train_gpt2.py)
+
+
+def gpt2_projection(syncs, gbps, mfu=0.4, gpu_peak=989e12, net_latency=1e-5):
+    """Projected (compute ms, communication ms, replicated gradient bytes) of one micro-step of GPT-2
+    124M with TP=2 across two nodes at gbps Gb/s: a micro-batch of 12 x 1024 tokens in bf16; compute
+    from FLOPs at mfu of gpu_peak (an assumption, not a measurement); each of the 2 * syncs
+    all-reduces per micro-step (forward syncs and backward mirror exchanges) costs latency +
+    message / bandwidth; the replicated gradients' all-reduce is shared by MICRO_STEPS micro-steps."""
+    n_params, tokens, n_layer, d = 124.4e6, 12 * 1024, 12, 768
+    flops = 6 * n_params * tokens + 12 * n_layer * d * 1024 * tokens  # per micro-step, both ranks
+    compute = flops / 2 / (gpu_peak * mfu)  # each rank does half of the sharded work
+    message = tokens * d * 2  # one rank's partial sums in bf16
+    replicated = (50304 * d + 1024 * d + n_layer * (4 * d + 2 * d) + 2 * d) * 4  # embeddings, LNs, row biases (fp32)
+    bandwidth = gbps * 1e9 / 8
+    comm = 2 * syncs * (net_latency + message / bandwidth) + (net_latency + replicated / bandwidth) / MICRO_STEPS
+    return compute * 1e3, comm * 1e3, replicated
 
 
 def plot(table, projection, path):

@@ -235,3 +235,23 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     # p = 1 - (2/pi) (atan(x) + x / (1 + x^2)), x = t/sqrt(3) -> 3.856e-4; the smallest of 3 p: Holm x3
     assert "| 0.00116 |" in lines["bern0.01"]
     assert "| a.py | 0.30% | +0.0005 |" in result.stdout
+
+
+def test_time_to_target_projects_measured_iterations(tmp_path):
+    """bench/time_to_target.py on the fabricated runs. 24comm reaches dense's final x 1.01 at
+    iterations 298, 291.8 and 299.2 (seeds 1-3; linear between the evals at 200 and 300), mean
+    296.33. One GPT-2 124M micro-step with 24 syncs at 25 Gb/s, by hand: compute 1.0563e13 FLOPs
+    / 2 / (0.4 x 989e12) = 13.35 ms; 48 all-reduces x (10 us + 18,874,368 B / 3.125e9 B/s) =
+    290.39 ms; replicated gradients (10 us + 157,906,944 B / 3.125e9) / 5 = 10.11 ms; 313.85 ms
+    in all (bench/step_time.json holds the same). 5 micro-steps: 0.026154 min per iteration."""
+    sweep = tmp_path / "sweep"
+    fabricate_runs(sweep)
+    result = run([sys.executable, os.path.join(ROOT, "bench", "time_to_target.py"), str(sweep), "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in result.stdout.splitlines() if line.startswith("| train_")}
+    assert "train_shakespeare_char" not in rows  # dense sets the target; it has no TP pair to project
+    assert rows["train_shakespeare_char_24comm"][:4] == ["24", "3 / 3", "296", "7.75"]
+    assert rows["train_shakespeare_char_2comm"][1] == "0 / 3"  # never within 1% of dense
+    assert rows["train_shakespeare_char_12comm"][4].startswith("-")  # 12 syncs fewer: less time per iteration
+    assert (tmp_path / "time_to_target.png").exists()

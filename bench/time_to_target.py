@@ -1,0 +1,134 @@
+"""
+Time to target on a network: the iterations each config needs to reach the target val loss
+(measured, in the runs given) times the projected time of an iteration of GPT-2 124M with TP=2
+across two nodes at 25, 100 and 400 Gb/s (assumed: bench/step_time.py's model).
+
+    python bench/time_to_target.py runs/char_sync_study_8seeds --out bench/study_8seeds
+
+Measured: per run, the first iteration at which the val loss reaches dense's final val loss of
+the same seed x 1.01 (--target 1pct) or x 1.02 (2pct), interpolated between evals
+(bench/summarize.py's iters_to_target). Assumed: that GPT-2 124M needs those iterations in the
+same proportions as these runs (the runs are char-scale; this is the hypothesis the
+projection rests on, not a finding), and bench/step_time.py's micro-step model (compute at
+--mfu of --gpu_peak, all-reduce = latency + bytes / bandwidth; 5 micro-steps per iteration).
+A schedule run's iterations are costed at its average syncs per step.
+
+Prints, per setting: seeds that reached the target, mean iterations, projected minutes at each
+bandwidth, and the paired difference from the 24comm pattern in projected minutes (per seed:
+its minutes minus 24comm's of the same seed; 95% Student t interval over the seeds where both
+reached the target). Writes time_to_target.png (val loss vs projected wall-clock, one panel per
+bandwidth) to --out.
+"""
+
+import argparse
+import glob
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_time import MICRO_STEPS, gpt2_projection  # noqa: E402
+from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, read_run  # noqa: E402
+
+BANDWIDTHS = (25, 100, 400)  # Gb/s
+
+
+def minutes_per_iteration(syncs, gbps, args):
+    compute, comm, _ = gpt2_projection(syncs, gbps, args.mfu, args.gpu_peak, args.net_latency)
+    return MICRO_STEPS * (compute + comm) / 6e4
+
+
+def table(aggregates, tag, args):
+    """[(aggregate, {gbps: mean minutes or None}, {gbps: paired stats vs 24comm})] for the lossless TP settings."""
+    reference = next((a for a in aggregates if a["_full_tp"]), None)
+    out = []
+    # dense sets the target; its tp_size=1 layout has no TP pair to project
+    for a in sorted((a for a in aggregates if a["loss_model"] == "none" and a["tp_size"] > 1),
+                    key=lambda a: -a["sync_points"]):
+        minutes, paired = {}, {}
+        for gbps in BANDWIDTHS:
+            per_iter = minutes_per_iteration(a["sync_points"], gbps, args)
+            minutes[gbps] = None if a[f"iters_to_{tag}"] is None else a[f"iters_to_{tag}"] * per_iter
+            if reference is not None and a is not reference and reference["_comparable"] == a["_comparable"]:
+                ref_per_iter = minutes_per_iteration(reference["sync_points"], gbps, args)
+                diffs = [m[f"iters_to_{tag}"] * per_iter - reference["_by_seed"][seed][f"iters_to_{tag}"] * ref_per_iter
+                         for seed, m in a["_by_seed"].items() if seed in reference["_by_seed"]
+                         and m[f"iters_to_{tag}"] is not None
+                         and reference["_by_seed"][seed][f"iters_to_{tag}"] is not None]
+                paired[gbps] = paired_stats(diffs)
+        out.append((a, minutes, paired))
+    return out
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>)")
+    parser.add_argument("--out", default="", help="where to write time_to_target.png (default: no plot)")
+    parser.add_argument("--target", choices=sorted(TARGETS), default="1pct", help="dense's final val loss + 1% or 2%")
+    parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
+    parser.add_argument("--gpu_peak", type=float, default=989e12, help="projected GPU's peak FLOP/s (H100 bf16 dense)")
+    parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
+    args = parser.parse_args()
+    run_dirs = []
+    for d in args.sweep_dirs:
+        if not os.path.isdir(d):
+            sys.exit(f"error: {d!r} is not a directory of runs")
+        run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
+    rows, curves = [], {}
+    for run_dir in run_dirs:
+        row, curve = read_run(run_dir)
+        rows.append(row)
+        curves[row["_dir"]] = curve
+    aggregates = aggregate(rows)
+    paired_analysis(rows, aggregates, curves)
+    if not any(a["_dense"] for a in aggregates):
+        sys.exit("error: no dense (tp_size=1, lossless) runs among these: the target is dense's final val loss")
+    result = table(aggregates, args.target, args)
+    print(f"# measured: iterations to dense's final val loss x {TARGETS[args.target]} (same seed), in these runs; "
+          f"assumed: GPT-2 124M, TP=2 across two nodes, {MICRO_STEPS} micro-steps of 12x1024 per iteration, "
+          f"{args.mfu:.0%} MFU of {args.gpu_peak / 1e12:.0f} TFLOP/s, {args.net_latency * 1e6:.0f} us per all-reduce")
+    head = " | ".join(f"{g} Gb/s: minutes | vs 24comm (paired, {CONFIDENCE:.0%} CI)" for g in BANDWIDTHS)
+    print(f"| setting | syncs | reached / seeds | iterations (mean) | {head} |")
+    print("| --- | ---: | ---: | ---: | " + " | ".join("---: | ---" for _ in BANDWIDTHS) + " |")
+    for a, minutes, paired in result:
+        cells = []
+        for g in BANDWIDTHS:
+            s = paired.get(g)
+            ci = "" if not s or s["ci_low"] is None else f"{s['mean']:+.2f} [{s['ci_low']:+.2f}, {s['ci_high']:+.2f}]"
+            cells.append(f"{fmt(minutes[g])} | {ci}")
+        print(f"| {a['_name']} | {a['sync_points']:g} | {a['reached_' + args.target] or 0} / {a['n']} | "
+              f"{fmt(a['iters_to_' + args.target], '.0f')} | " + " | ".join(cells) + " |")
+    if args.out:
+        plot(result, curves, args)
+
+
+def plot(result, curves, args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(BANDWIDTHS), figsize=(5 * len(BANDWIDTHS), 4), sharey=True)
+    for ax, gbps in zip(axes, BANDWIDTHS):
+        for a, _, _ in result:
+            members = [curves[m["_dir"]] for m in a["_by_seed"].values()]
+            iters = [it for it, _ in members[0]]
+            if any([it for it, _ in c] != iters for c in members):
+                continue  # seeds evaluated at other iterations: no mean curve
+            per_iter = minutes_per_iteration(a["sync_points"], gbps, args)
+            ax.plot([it * per_iter for it in iters], [statistics.fmean(c[k][1] for c in members)
+                                                      for k in range(len(iters))], label=label(a))
+        ax.set(title=f"{gbps} Gb/s (projected)", xlabel="projected GPT-2 124M wall-clock (minutes)")
+    axes[0].set_ylabel("val loss (measured, seed mean)")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "time_to_target.png")
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
