@@ -42,3 +42,19 @@ def test_parses_nanogpt_and_project_logs():
                {"iter": 2, "ms_per_iter": 205.0}, {"iter": 3, "val_loss": 2.5}]
     assert vs.project_times(records, 1, 3) == [210.0, 205.0]
     assert vs.project_final_val(records, 3) == 2.5
+
+
+def test_the_parity_verdict_needs_an_interval(capsys):
+    """A verdict only when the per-round ratios' 95% interval leaves 1 out: the second session's
+    rounds (mean 1.012, CI [0.879, 1.145] by hand, t(4) = 2.776) are unresolved; steady ones resolve."""
+    timing_table = load().timing_table
+    noisy = {"nanoGPT": [258.3, 306.4, 234.2, 271.7, 273.0], "dense": [286.7, 285.9, 235.8, 233.6, 293.4],
+             "24comm": [295.5, 269.4, 242.3, 292.6, 263.7]}
+    timing_table(noisy, 4096)
+    assert "unresolved (per-round dense/nanoGPT tokens/s: mean 1.012, 95% CI [0.879, 1.145]" in capsys.readouterr().out
+    slower = {"nanoGPT": [200.0, 201.0, 199.0], "dense": [220.0, 222.0, 219.0], "24comm": [230.0, 231.0, 229.0]}
+    timing_table(slower, 4096)
+    assert "goal (dense tokens/s >= nanoGPT's): missed" in capsys.readouterr().out
+    faster = {"nanoGPT": [220.0, 222.0, 219.0], "dense": [200.0, 201.0, 199.0], "24comm": [200.0, 201.0, 199.0]}
+    timing_table(faster, 4096)
+    assert "goal (dense tokens/s >= nanoGPT's): holds" in capsys.readouterr().out
