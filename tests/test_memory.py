@@ -109,3 +109,19 @@ def test_the_features_save_the_memory_they_promise():
     assert rows[1, "none"][3] <= 0.6 * optimizer  # ZeRO-1: this rank's share (partitions by whole tensors)
     assert rows[0, "block"][2] < 0.25 * activations  # 12 blocks: about one block's activations at a time
     assert rows[1, "block"][5] < rows[0, "block"][5] < rows[0, "none"][5]
+
+
+@pytest.mark.slow
+def test_a_new_run_takes_a_checkpoints_adamw_state_under_zero1(char_data, tmp_path):
+    """init_from=<ckpt> with init_optimizer=True: ZeRO-1 ranks take their shares of the saved
+    moments. The run then equals the plain run's (same weights, same moments, same batches)."""
+    source = tmp_path / "source"
+    train(char_data, source, "--gradient_accumulation_steps=2", "--always_save_checkpoint=True", "--max_iters=3",
+          procs=2)
+    runs = {}
+    for name, extra in (("plain", ()), ("zero", ("--zero_stage=1",))):
+        runs[name] = tmp_path / name
+        result = train(char_data, runs[name], "--gradient_accumulation_steps=2", f"--init_from={source / 'ckpt.pt'}",
+                       "--init_optimizer=True", "--max_iters=6", *extra, procs=2)
+        assert "optimizer state loaded" in result.stdout
+    assert_identical(runs["plain"], runs["zero"])
