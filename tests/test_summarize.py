@@ -255,3 +255,26 @@ def test_time_to_target_projects_measured_iterations(tmp_path):
     assert rows["train_shakespeare_char_2comm"][1] == "0 / 3"  # never within 1% of dense
     assert rows["train_shakespeare_char_12comm"][4].startswith("-")  # 12 syncs fewer: less time per iteration
     assert (tmp_path / "time_to_target.png").exists()
+
+
+def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
+    """bench/eval_noise.py draws train.py's eval batches itself: its mean must equal the logged val
+    loss (the tool checks), and a log that disagrees is caught."""
+    from bench.harness import run_train
+    from conftest import TINY
+    run_dir = tmp_path / "run"
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={run_dir}", "--max_iters=10",
+                     "--always_save_checkpoint=True", "--tp_size=2", "--block_types=tp").returncode == 0
+    script = os.path.join(ROOT, "bench", "eval_noise.py")
+    result = run([sys.executable, script, str(run_dir), str(run_dir), f"--data_dir={char_data}"])
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("|") for line in result.stdout.splitlines()
+            if line.startswith("| run | ") and "| seed |" not in line]
+    assert len(rows) == 2 and rows[0][4] == rows[0][5]  # recomputed mean == logged val loss
+    assert rows[1][8].strip() == "+0.0000"  # a run paired with itself
+    metrics = (run_dir / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(metrics[-1])
+    last["val_loss"] += 0.01
+    (run_dir / "metrics.jsonl").write_text("\n".join(metrics[:-1] + [json.dumps(last)]) + "\n")
+    assert_one_line_error(run([sys.executable, script, str(run_dir), f"--data_dir={char_data}"]),
+                          "differs from the logged", "not train.py's eval batches")
