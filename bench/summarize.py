@@ -538,6 +538,24 @@ def plots(aggregates, curves, rows, out, floors=()):
     return written
 
 
+def read_runs(sweep_dirs):
+    """(rows, curves) of every run directory (one with config.json) under the sweep directories;
+    a missing directory or no runs at all is a one-line error."""
+    run_dirs = []
+    for d in sweep_dirs:
+        if not os.path.isdir(d):
+            sys.exit(f"error: {d!r} is not a directory of runs")
+        run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
+    if not run_dirs:
+        sys.exit(f"error: no runs (directories with config.json) under {', '.join(sweep_dirs)}")
+    rows, curves = [], {}
+    for run_dir in run_dirs:
+        row, curve = read_run(run_dir)
+        rows.append(row)
+        curves[row["_dir"]] = curve
+    return rows, curves
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>)")
@@ -547,18 +565,7 @@ def main():
                              "train_shakespeare_char_24comm or train_shakespeare_char_12comm/bern0.01 "
                              "(default: the 24comm pattern, lossless)")
     args = parser.parse_args()
-    run_dirs = []
-    for d in args.sweep_dirs:
-        if not os.path.isdir(d):
-            sys.exit(f"error: {d!r} is not a directory of runs")
-        run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
-    if not run_dirs:
-        sys.exit(f"error: no runs (directories with config.json) under {', '.join(args.sweep_dirs)}")
-    rows, curves = [], {}
-    for run_dir in run_dirs:
-        row, curve = read_run(run_dir)
-        rows.append(row)
-        curves[row["_dir"]] = curve
+    rows, curves = read_runs(args.sweep_dirs)
     aggregates = aggregate(rows)
     try:
         floors = paired_analysis(rows, aggregates, curves, args.reference)

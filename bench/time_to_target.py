@@ -21,14 +21,13 @@ bandwidth) to --out.
 """
 
 import argparse
-import glob
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_time import MICRO_STEPS, gpt2_projection  # noqa: E402
-from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, read_run  # noqa: E402
+from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, read_runs  # noqa: E402
 
 BANDWIDTHS = (25, 100, 400)  # Gb/s
 
@@ -73,16 +72,7 @@ def main():
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="projected GPU's peak FLOP/s (H100 bf16 dense)")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
     args = parser.parse_args()
-    run_dirs = []
-    for d in args.sweep_dirs:
-        if not os.path.isdir(d):
-            sys.exit(f"error: {d!r} is not a directory of runs")
-        run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
-    rows, curves = [], {}
-    for run_dir in run_dirs:
-        row, curve = read_run(run_dir)
-        rows.append(row)
-        curves[row["_dir"]] = curve
+    rows, curves = read_runs(args.sweep_dirs)
     aggregates = aggregate(rows)
     paired_analysis(rows, aggregates, curves)
     if not any(a["_dense"] for a in aggregates):
