@@ -102,28 +102,31 @@ def gather(model, optimizer, comm):
     return model_state, optim_state
 
 
-def collect(model, optimizer, comm, dp_rank):
+def collect(model, optimizer, comm, dp_rank, pipeline=None):
     """What a checkpoint holds of the model, the optimizer and the network: collectives, on every
-    rank. The model and optimizer come from one TP group (the data-parallel replicas are equal),
-    the link states from every TP group, merged over the group's processes."""
+    rank. The model and optimizer come from one TP group (the data-parallel replicas are equal;
+    with a pipeline, one TP group per stage, merged into the whole model: pipeline.py), the link
+    states from every TP group, merged over the group's processes (of every stage)."""
     model_state = optim_state = None
     if isinstance(optimizer, ZeroRedundancyOptimizer):  # ZeRO-1: the whole AdamW state, as plain AdamW
         optimizer.consolidate_state_dict(to=0)  # keeps it, on data-parallel rank 0 (every rank calls this)
     if dp_rank == 0:
         model_state, optim_state = gather(model, optimizer, comm)
+        if pipeline is not None:
+            model_state, optim_state = pipeline.merge(model_state, optim_state, optimizer)
     pieces = {"model": model_state, "optimizer": optim_state}
     if comm.link.lossy:  # so a resumed run draws exactly the masks an unbroken run draws
         states = [comm.link.state_dict()]
         if dist.is_initialized():
             states = [None] * dist.get_world_size()
             dist.all_gather_object(states, comm.link.state_dict())
-        per_group = comm.processes_per_tp_group(comm.tp_size)
+        per_group = comm.processes_per_tp_group(comm.tp_size) * (pipeline.size if pipeline else 1)
         pieces["link"] = [LossyLink.merge_states(states[g:g + per_group]) for g in range(0, len(states), per_group)]
         pieces["link_model"] = comm.link.describe()
     return pieces
 
 
-def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, block_schedule=""):
+def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, block_schedule="", pipeline=None):
     """Continue the run saved at path: load this process's part of the model, optimizer, scaler
     and link state. Returns the checkpoint's remaining fields (iter_num, best_val_loss, ...) and
     a note for the log, or None. CheckpointError for a missing file or another model."""
@@ -137,11 +140,17 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, blo
     if saved_schedule != block_schedule:  # a resumed run keeps its schedule, as it keeps its pattern
         raise CheckpointError(f"resume: {path} has block_schedule={saved_schedule!r}, "
                               f"this config has block_schedule={block_schedule!r}")
-    _load_sharded(model, optimizer, checkpoint.pop("model"), checkpoint.pop("optimizer"), comm)
+    model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
+    if pipeline is not None:  # this stage's part of the whole model (any pp_size saved it)
+        model_state, optim_state = pipeline.split(model_state, optim_state, optimizer)
+    _load_sharded(model, optimizer, model_state, optim_state, comm)
     scaler.load_state_dict(checkpoint.get("scaler", {}))
     link, note = comm.link, None
     if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
-        link.load_state_dict(comm.own_link_state(checkpoint["link"][dp_rank]), device)  # the streams go on
+        state = comm.own_link_state(checkpoint["link"][dp_rank])
+        if pipeline is not None and not pipeline.is_first:  # every stage draws every stream; one keeps the totals
+            state = {**state, "sent": {}, "lost": {}, "bursts": {}}
+        link.load_state_dict(state, device)  # the streams go on
     elif link.lossy:
         note = f"resume: the checkpoint's link was {checkpoint.get('link_model', 'lossless')}; streams start fresh"
     return checkpoint, note

@@ -97,6 +97,8 @@ def exchange(x, link, direction, point):
 def _count(comm, point, direction, x):
     """Count one sync (or mirror exchange) and its payload: one rank's message of x."""
     counter, link, T = comm.counter, comm.link, comm.tp_size
+    if comm.dry:  # pipeline.py's shape inference: not a pass of training
+        return
     if comm.replaying:  # activation checkpointing's recompute of a sync already counted
         counter.recomputed += 1
         return
@@ -236,6 +238,7 @@ class TPComm:
         self.link = link if link is not None else LosslessLink()
         self.counter = SyncCounter()
         self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
+        self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
     def sync(self, b, d, point):
@@ -274,6 +277,16 @@ class TPComm:
             yield
         finally:
             self.link = training_link
+
+    @contextlib.contextmanager
+    def dry_run(self):
+        """A pass that only finds shapes (torch's pipeline stages run one on empty tensors before the
+        first step): nothing counted, and a lossy link delivers every packet without drawing."""
+        self.dry = self.link.dry = True
+        try:
+            yield
+        finally:
+            self.dry = self.link.dry = False
 
     def checkpoint_contexts(self):
         """torch.utils.checkpoint's context_fn, once per checkpointed block: (around its forward,
@@ -337,6 +350,10 @@ class SimComm(TPComm):
     def clip_grad_norm_(self, params, max_norm):
         """Clip by the norm of the whole model's gradient: every shard is here."""
         return torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], max_norm)
+
+    def grad_squares(self, params):
+        """The squared norm of params' gradients over the TP group (pipeline.py sums it over stages)."""
+        return sum(p.grad.float().square().sum() for p in params if p.grad is not None)
 
     def gather_shards(self, tensors):
         """Sharded tensors (R, ...) of this process -> all tp_size ranks' shards stacked: already so."""
@@ -407,15 +424,22 @@ class DistComm(TPComm):
         params = [p for p in params if p.grad is not None]
         if self.tp_size == 1:
             return torch.nn.utils.clip_grad_norm_(params, max_norm)
-        sharded = [p.grad for p in params if getattr(p, "tp_sharded", False)]
-        replicated = [p.grad for p in params if not getattr(p, "tp_sharded", False)]
-        squares = torch.stack([torch.stack([g.float().square().sum() for g in group]).sum() for group in (sharded, replicated)])
-        dist.all_reduce(squares[0:1], group=self.group)  # replicated gradients are already equal on every rank
-        norm = squares.sum().sqrt()
+        norm = self.grad_squares(params).sqrt()
         scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
         for p in params:
             p.grad.mul_(scale)
         return norm
+
+    def grad_squares(self, params):
+        """The squared norm of params' gradients over the TP group, every shard counted once."""
+        params = [p for p in params if p.grad is not None]
+        zero = params[0].grad.new_zeros((), dtype=torch.float32)  # a stage may hold no sharded weight
+        squares = torch.stack([torch.stack([zero] + [p.grad.float().square().sum() for p in params
+                                                     if getattr(p, "tp_sharded", False) == kind]).sum()
+                               for kind in (True, False)])
+        if self.tp_size > 1:  # replicated gradients are already equal on every rank
+            dist.all_reduce(squares[0:1], group=self.group)
+        return squares.sum()
 
     def gather_shards(self, tensors):
         """This rank's shards (1, ...) -> every rank's stacked (T, ...) on TP rank 0, None on the
@@ -452,24 +476,40 @@ def comm_for(tp_mode, tp_size=1, link=None, group=None, rank=0):
     return MODES[tp_mode](tp_size, link, group, rank)
 
 
-def process_grid(tp_procs, timeout=None):
-    """TP groups of consecutive ranks, data-parallel groups across them.
+def process_grid(tp_procs, timeout=None, pp_size=1):
+    """TP groups of consecutive ranks, then pipeline stages, then data parallel across them:
+    rank = (dp_rank * pp_size + pp_rank) * tp_procs + tp_rank.
 
-    Returns (tp_rank, dp_rank, dp_world, tp_group, dp_group); every rank creates every
-    group, as torch.distributed requires, each with `timeout` (a timedelta) for its
-    collectives. With tp_procs == 1 every process is a data-parallel rank and the
-    default group is the data-parallel group.
+    Returns (tp_rank, dp_rank, dp_world, tp_group, dp_group), and with pp_size > 1 also
+    (pp_rank, pp_group, tied_group): the stages of this process's pipeline, and its first and
+    last stage, which hold the tied embedding / LM head. Every rank creates every group, as
+    torch.distributed requires, each with `timeout` (a timedelta) for its collectives. With
+    tp_procs == pp_size == 1 every process is a data-parallel rank and the default group is the
+    data-parallel group.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
-    if tp_procs == 1:
+    tp_rank, pp_rank, dp_rank = rank % tp_procs, rank // tp_procs % pp_size, rank // (tp_procs * pp_size)
+    dp_world = world // (tp_procs * pp_size)
+    if tp_procs == pp_size == 1:
         return 0, rank, world, None, None
-    tp_group = dp_group = None
-    for g in range(world // tp_procs):
-        ranks = list(range(g * tp_procs, (g + 1) * tp_procs))
-        group = dist.new_group(ranks, timeout=timeout)
-        tp_group = group if rank in ranks else tp_group
-    for r in range(tp_procs):
-        ranks = list(range(r, world, tp_procs))
-        group = dist.new_group(ranks, timeout=timeout)
-        dp_group = group if rank in ranks else dp_group
-    return rank % tp_procs, rank // tp_procs, world // tp_procs, tp_group, dp_group
+
+    def grid_rank(dp, pp, tp):
+        return (dp * pp_size + pp) * tp_procs + tp
+
+    def own(groups):  # create every group (all ranks must), keep the one holding this rank
+        mine = None
+        for ranks in groups:
+            group = dist.new_group(ranks, timeout=timeout)
+            mine = group if rank in ranks else mine
+        return mine
+
+    cells = [(dp, pp) for dp in range(dp_world) for pp in range(pp_size)]
+    tp_group = own([[grid_rank(dp, pp, tp) for tp in range(tp_procs)] for dp, pp in cells]) if tp_procs > 1 else None
+    dp_group = own([[grid_rank(dp, pp, tp) for dp in range(dp_world)] for pp in range(pp_size)
+                    for tp in range(tp_procs)])
+    if pp_size == 1:
+        return tp_rank, dp_rank, dp_world, tp_group, dp_group
+    lines = [(dp, tp) for dp in range(dp_world) for tp in range(tp_procs)]
+    pp_group = own([[grid_rank(dp, pp, tp) for pp in range(pp_size)] for dp, tp in lines])
+    tied_group = own([[grid_rank(dp, 0, tp), grid_rank(dp, pp_size - 1, tp)] for dp, tp in lines])
+    return tp_rank, dp_rank, dp_world, tp_group, dp_group, pp_rank, pp_group, tied_group

@@ -142,10 +142,11 @@ def check_ranges(config, limits):
 TRAIN_CHOICES = {
     "tp_mode": ("sim", "dist"), "tp_backend": ("native", "megatron", "auto"),
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
-    "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block")}
+    "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block"),
+    "pp_schedule": ("gpipe", "1f1b")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
-    "gradient_accumulation_steps": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
+    "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
     "warmup_iters": (0, None), "lr_decay_iters": (0, None), "seed": (0, 2 ** 64 - 1),  # numpy and torch seeds
     "learning_rate": (0.0, None), "min_lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
     "peak_flops": (0.0, None)}

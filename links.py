@@ -216,6 +216,48 @@ class LossyLink:
         # (`replaying`), the masks come back from it instead of being drawn, and nothing is
         # counted twice (comms.TPComm.checkpoint_contexts).
         self.tape, self.replaying = None, False
+        self.dry = False  # comms.TPComm.dry_run: a shape-finding pass, nothing drawn or counted
+        # Pipeline parallelism (pipeline.py) runs a stage's syncs in another order than the unpipelined
+        # model (micro-batches interleave across stages), but each stream must be drawn in the
+        # unpipelined order: per step ("round"), a stream is drawn at once for every micro-batch and
+        # every sync point of the model, and this stage takes the masks of its own points from the queue.
+        self.plan, self.queued, self.drawn, self.round_size = None, {}, set(), 1
+
+    def plan_pipeline(self, points, own_points):
+        """points: every sync point of the model, in forward order; own_points: this stage's."""
+        self.plan = (list(points), set(own_points))
+
+    def begin_round(self, micro_batches):
+        """A new step (or eval batch) of micro_batches passes: streams are drawn afresh when first asked."""
+        leftover = [key for key, masks in self.queued.items() if masks]
+        if leftover:  # a sync the plan expected never ran: the model and the plan disagree
+            raise RuntimeError(f"lossy link: masks drawn for {leftover[0]} were never used")
+        self.queued, self.drawn, self.round_size = {}, set(), micro_batches
+
+    def _draw(self, stream, n_packets):
+        """Lost flags of the next message on stream, and the loss bursts they start."""
+        lost = self.model.sample(n_packets, stream)
+        previous = torch.cat([stream.last_lost.view(1), lost[:-1]])
+        stream.last_lost = lost[-1]
+        return lost, (lost & ~previous).sum()
+
+    def _planned(self, src, dst, direction, point, n_packets, device):
+        """The masks of one message from the round's queue (pipeline parallelism), drawn when first asked."""
+        key = (src, dst, direction)
+        if key not in self.drawn:
+            self.drawn.add(key)
+            points, own = self.plan
+            order = points if direction == FWD else points[::-1]  # the backward pass runs the points in reverse
+            stream = self.stream(src, dst, direction, device)
+            for _ in range(self.round_size):
+                for p in order:
+                    drawn = self._draw(stream, n_packets)
+                    if p in own:
+                        self.queued.setdefault((src, dst, direction, p), []).append(drawn)
+        lost, starts = self.queued[src, dst, direction, point].pop(0)
+        if len(lost) != n_packets:
+            raise RuntimeError(f"lossy link: sync point {point} sent {n_packets} packets, the plan drew {len(lost)}")
+        return lost, starts
 
     def loses(self, direction):
         return direction in self.directions and self.model.can_lose
@@ -242,16 +284,18 @@ class LossyLink:
 
     def arrived(self, src, dst, direction, point, n_packets, device):
         """Arrival flags (True = arrived) of one message's packets on link src -> dst."""
+        if self.dry:
+            return torch.ones(n_packets, dtype=torch.bool, device=device)
         if self.replaying:
             return self.tape[src, dst, direction, point].pop(0)
-        stream = self.stream(src, dst, direction, device)
-        lost = self.model.sample(n_packets, stream)
-        previous = torch.cat([stream.last_lost.view(1), lost[:-1]])
-        stream.last_lost = lost[-1]
+        if self.plan is not None:
+            lost, starts = self._planned(src, dst, direction, point, n_packets, device)
+        else:
+            lost, starts = self._draw(self.stream(src, dst, direction, device), n_packets)
         key = (point, direction)
         self.count_sent(point, direction, n_packets)
         self.lost[key] = self.lost.get(key, 0) + lost.sum()
-        self.bursts[key] = self.bursts.get(key, 0) + (lost & ~previous).sum()
+        self.bursts[key] = self.bursts.get(key, 0) + starts
         if self.tape is not None:
             self.tape.setdefault((src, dst, direction, point), []).append(~lost)
         return ~lost
@@ -274,7 +318,9 @@ class LossyLink:
     def for_eval(self):
         """The same network with its own evaluation streams, fresh: every eval sees the same masks
         and training's streams are not advanced."""
-        return LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1)
+        link = LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1)
+        link.plan = self.plan
+        return link
 
     def state_dict(self):
         """Everything a resumed run needs to draw what an unbroken run draws, and the statistics."""
@@ -315,7 +361,8 @@ class LossyLink:
         TP group's links in `sim` data parallelism, every rank's incoming links in `dist`.
         """
         keys = list(self.sent)
-        points = sorted({p for p, _ in keys}, key=_model_order)  # the same rows on every process
+        # the same rows on every process: a pipeline stage sends only its own points, so take the plan's
+        points = sorted({p for p, _ in keys} | set(self.plan[0] if self.plan else ()), key=_model_order)
         rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
                 **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
         sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
@@ -333,6 +380,9 @@ class LossyLink:
                 out[where[0]] = summary
             else:
                 out["points"][where[0]][where[1]] = summary
+        for p in points:  # a planned point no process sent yet (the points of a pass that never ran)
+            if not any(row["packets_sent"] for row in out["points"][p].values()):
+                del out["points"][p]
         return out
 
     @staticmethod
@@ -361,7 +411,13 @@ def _collective_device():
 class LosslessLink:
     """The identity link: every packet of every message arrives."""
     lossy = False
-    tape, replaying = None, False  # nothing to record for a recompute (LossyLink)
+    tape, replaying, dry = None, False, False  # nothing to record for a recompute (LossyLink)
+
+    def plan_pipeline(self, points, own_points):
+        pass  # nothing to draw
+
+    def begin_round(self, micro_batches):
+        pass
 
     def loses(self, direction):
         return False

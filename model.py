@@ -67,17 +67,24 @@ def pattern_at(schedule, iteration):
     return [pattern for start, pattern in schedule if start <= iteration][-1]
 
 
-def count_sync_points(block_types, tp_size):
-    """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
+def sync_point_names(block_types, tp_size):
+    """The sync points of one forward pass, in order: 'h3.attn' and 'h3.mlp' for a tp block, 'h3.mlp'
+    for an spd block, none for a parallel one, and 'exit' if partials are pending after the last block."""
     if tp_size == 1:
-        return 0  # one rank: nothing to synchronise
-    syncs, pending = 0, False
-    for kind in block_types:
+        return []  # one rank: nothing to synchronise
+    points, pending = [], False
+    for i, kind in enumerate(block_types):
         if kind == "parallel":
             pending = True
         else:
-            syncs, pending = syncs + (2 if kind == "tp" else 1), False
-    return syncs + int(pending)
+            points += [f"h{i}.attn", f"h{i}.mlp"] if kind == "tp" else [f"h{i}.mlp"]
+            pending = False
+    return points + ["exit"] * pending
+
+
+def count_sync_points(block_types, tp_size):
+    """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
+    return len(sync_point_names(block_types, tp_size))
 
 
 def describe_pattern(block_types):
@@ -330,6 +337,7 @@ class GPT(nn.Module):
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
+        self.whole_num_params = None  # set by keep_stage on a pipeline stage
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("attn", "mlp")] + ["exit"]
         self.comm.counter.slots = {point: 3 + i for i, point in enumerate(points)}  # every possible sync point
         self.init_weights()
@@ -340,9 +348,26 @@ class GPT(nn.Module):
         kinds = parse_block_types(block_types, self.config.n_layer)
         changed, self.config.block_types = kinds != self.config.block_types, kinds
         for block in self.transformer.h:
+            if not isinstance(block, Block):
+                continue  # another pipeline stage's (keep_stage)
             block.kind = kinds[block.index] if self.config.tp_size > 1 else "tp"  # as Block.__init__
         self.sync_points = count_sync_points(kinds, self.config.tp_size)
         return changed
+
+    def keep_stage(self, first, end, embedding, head):
+        """Keep what one pipeline stage runs (pipeline.py): blocks first..end-1, the embeddings if
+        `embedding`, ln_f and the LM head if `head`. The others become placeholders without weights,
+        so every kept weight has its name in the whole model's state dict. Call after init_weights:
+        a stage holds exactly the weights the whole model starts from."""
+        self.whole_num_params = {flag: self.get_num_params(flag) for flag in (True, False)}
+        for i in range(self.config.n_layer):
+            if not first <= i < end:
+                self.transformer.h[i] = nn.Identity()
+        if not embedding:  # the LM head keeps the tied weight as its own (its gradient: pipeline.py)
+            del self.transformer["wte"], self.transformer["wpe"]
+        if not head:
+            del self.transformer["ln_f"]
+            self.lm_head = None
 
     @torch.no_grad()
     def init_weights(self):
@@ -385,8 +410,10 @@ class GPT(nn.Module):
     def load_dense_state_dict(self, state_dict):
         """Load dense-layout weights (a tp_size=1 model's state dict), cutting this process's shards."""
         sharded = self._sharded_modules()
-        converted = {}
+        converted, own = {}, self.state_dict()
         for name, tensor in state_dict.items():
+            if self.whole_num_params and name not in own:
+                continue  # a pipeline stage takes its own part of the whole model's weights
             module = name.rpartition(".")[0]
             if module in sharded and tensor.dim() >= 2:  # (1, out, in) weights, (1, out) column biases
                 tensor = sharded[module].shard(tensor[0])
@@ -396,6 +423,8 @@ class GPT(nn.Module):
     def get_num_params(self, non_embedding=True):
         """Parameters of the whole model, each weight once (a shard is not a copy); the position
         embeddings are subtracted by default, as GPT-2 counts (the token embeddings are the LM head)."""
+        if self.whole_num_params:  # a pipeline stage (keep_stage): still the whole model's count
+            return self.whole_num_params[non_embedding]
         shares = self.config.tp_size // self.comm.local_ranks  # this process holds local_ranks of tp_size shards
         n_params = sum(p.numel() * (shares if getattr(p, "tp_sharded", False) else 1) for p in self.parameters())
         if non_embedding:
@@ -403,33 +432,51 @@ class GPT(nn.Module):
         return n_params
 
     def forward(self, idx, targets=None):
-        device = idx.device
+        b = self.embed(idx)
+        b, d = self.run_blocks(b, None, self.transformer.h)
+        return self.head(b, d, targets)
+
+    # A pipeline stage (pipeline.py) runs the same three pieces: the first stage embeds, every
+    # stage runs its own blocks, the last stage applies the head.
+    def embed(self, idx):
+        """Token and position embeddings, the state every rank starts from: (1, B, L, C), d = 0."""
         B, L = idx.size()
         assert L <= self.config.block_size, f"sequence of length {L}, block_size is {self.config.block_size}"
-        pos = torch.arange(0, L, dtype=torch.long, device=device)
-        b = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, L, C)
-        b, d = b.unsqueeze(0), None  # every rank starts from the same embedding: (1, B, L, C), d = 0
-        for block in self.transformer.h:
+        pos = torch.arange(0, L, dtype=torch.long, device=idx.device)
+        return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos)).unsqueeze(0)
+
+    def run_blocks(self, b, d, blocks):
+        """The residual state (b, d) through blocks, in order; d None means no pending partials."""
+        for block in blocks:
             if self.activation_checkpointing and torch.is_grad_enabled():
                 # keep only the block's inputs; its activations are recomputed in the backward pass
                 b, d = checkpoint(block, b, d, self.comm, use_reentrant=False,
                                   context_fn=self.comm.checkpoint_contexts)
             else:
                 b, d = block(b, d, self.comm)
-        if d is not None:  # partials left by trailing parallel blocks: one final sync
+        return b, d
+
+    def logits(self, b, d, last_only=False):
+        """The exit sync (partials left by trailing parallel blocks), ln_f and the LM head: (Rb, B, L, vocab),
+        Rb == 1 when all ranks agree; last_only: the last position only (inference)."""
+        if d is not None:
             b = self.comm.sync(b, d, "exit")
-        x = self.transformer.ln_f(b)  # (Rb, B, L, C), Rb == 1 when all ranks agree
-        if targets is not None:
-            logits = self.lm_head(x)  # (Rb, B, L, vocab)
-            Rb = logits.size(0)
-            # each rank's mean cross-entropy, averaged over ranks (equal token counts)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)),
-                                   targets.expand(Rb, B, L).reshape(-1), ignore_index=-1)
-            loss = self.comm.loss_mean(loss)  # `dist`: over the other processes' ranks too
-        else:
-            logits = self.lm_head(x[:, :, [-1], :])  # inference: only the last position
-            loss = None
-        return logits[0], loss  # the first rank's logits (B, L, vocab); in `sim` mode TP rank 0's
+        x = self.transformer.ln_f(b)  # (Rb, B, L, C)
+        return self.lm_head(x[:, :, [-1], :] if last_only else x)
+
+    def loss(self, logits, targets):
+        """Each rank's mean cross-entropy, averaged over ranks (equal token counts); `dist`: over the
+        other processes' ranks too. logits (Rb, B, L, vocab), targets (B, L)."""
+        Rb, B, L, _ = logits.size()
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.expand(Rb, B, L).reshape(-1),
+                               ignore_index=-1)
+        return self.comm.loss_mean(loss)
+
+    def head(self, b, d, targets=None):
+        if targets is None:
+            return self.logits(b, d, last_only=True)[0], None
+        logits = self.logits(b, d)
+        return logits[0], self.loss(logits, targets)  # the first rank's logits (B, L, vocab); `sim`: TP rank 0's
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, zero=False, dp_group=None):
         """AdamW; zero=True: ZeRO-1, each rank of the data-parallel group dp_group (None: the default

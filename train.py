@@ -35,6 +35,7 @@ import megatron_shim
 from data.common import PrepareError, read_prepared
 from links import LossyLink, link_from
 from mfu import estimate_mfu, peak_flops_per_device
+from pipeline import Pipeline, reduce_data_parallel, stage_bounds
 from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, count_sync_points, describe_pattern, \
     model_args_from, parse_block_schedule, pattern_at
 
@@ -70,6 +71,10 @@ tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
 block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
 block_schedule = ""  # e.g. '0:tp;300:spd': the pattern in force from each iteration on ('' -> block_types)
+# pipeline parallelism (torchrun: world = dp x pp x tp processes, tp_procs = tp_size in 'dist' mode, else 1)
+pp_size = 1  # pipeline stages of contiguous blocks; the embedding on the first, ln_f and the head on the last
+pp_split = ""  # the first block of stages 2.., e.g. '5,9'; '' cuts into equal counts
+pp_schedule = "1f1b"  # 'gpipe' or '1f1b' (torch.distributed.pipelining), over gradient_accumulation_steps micro-batches
 tp_backend = "native"  # 'native', 'megatron' (megatron-core's layers; tp_mode='dist'), 'auto'
 # lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
@@ -142,6 +147,9 @@ if device_type == "cuda" and not torch.cuda.is_available():
 if tp_procs > 1 and not distributed:
     sys.exit(f"error: tp_mode={tp_mode!r} runs one process per TP rank: launch with "
              f"torchrun --nproc_per_node={tp_size} train.py ... (a multiple of tp_size={tp_size})")
+if pp_size > 1 and not distributed:
+    sys.exit(f"error: pp_size={pp_size} runs one process per stage: launch with torchrun "
+             f"--nproc_per_node={pp_size * tp_procs} train.py ... (a multiple of pp_size x {tp_procs} TP processes)")
 if distributed:
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
@@ -150,7 +158,12 @@ if distributed:
     rank, local_rank, world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
     if world % tp_procs:
         fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
-    tp_rank, dp_rank, dp_world, tp_group, dp_group = comms.process_grid(tp_procs, timeout)
+    if world % (tp_procs * pp_size):
+        fail(f"{world} processes are not divisible by pp_size={pp_size} x {tp_procs} TP process"
+             f"{'es' if tp_procs > 1 else ''}: the grid is dp x pp x tp")
+    grid = comms.process_grid(tp_procs, timeout, pp_size)
+    tp_rank, dp_rank, dp_world, tp_group, dp_group = grid[:5]
+    pp_rank, pp_group, tied_group = grid[5:] if pp_size > 1 else (0, None, None)
     faults.report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{local_rank}"
@@ -161,11 +174,12 @@ if distributed:
     gradient_accumulation_steps //= dp_world
 else:
     rank, world, tp_rank, dp_rank, dp_world, tp_group, dp_group = 0, 1, 0, 0, 1, None, None
+    pp_rank, pp_group, tied_group = 0, None, None
 master_process = rank == 0
 if dtype == "auto":
     dtype = "float32" if device_type == "cpu" else ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
 if "compile" not in _explicit:
-    compile = device_type == "cuda"
+    compile = device_type == "cuda" and pp_size == 1  # stages are not compiled (pipeline.py)
 tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
 
 
@@ -224,6 +238,17 @@ try:
         raise ValueError(f"loss_model={loss_model!r} needs tp_size > 1: with one rank no message crosses a link")
     use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
     layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
+    if pp_size > 1:
+        stage_bounds(n_layer, pp_size, pp_split)  # pp_split's error, before any process waits on a stage
+        if pp_schedule == "1f1b" and gradient_accumulation_steps < pp_size:
+            raise ValueError(f"pp_schedule='1f1b' needs at least pp_size={pp_size} micro-batches per data-parallel "
+                             f"rank, has {gradient_accumulation_steps} (gradient_accumulation_steps / dp); raise "
+                             f"gradient_accumulation_steps or use pp_schedule='gpipe'")
+        unsupported = dict(block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
+                           dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
+        for key, value in unsupported.items():  # not built for pipelines (yet): say so, never ignore it
+            if value:
+                raise ValueError(f"pp_size={pp_size} does not support {key}={value!r}; use pp_size=1 for it")
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
@@ -235,6 +260,10 @@ if init_from != "resume" and not eval_only and os.path.exists(ckpt_path):
 comm = Comm(tp_size, link, group=tp_group, rank=tp_rank)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
+pipeline = None  # pp_size > 1: this process's stage; the model keeps only the stage's part (pipeline.py)
+if pp_size > 1:
+    pipeline = Pipeline(model, pp_rank, pp_size, pp_group, tied_group, pp_split, pp_schedule,
+                        gradient_accumulation_steps, device)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 model.activation_checkpointing = activation_checkpointing == "block"
 zero = zero_stage == 1 and dp_world > 1  # one data-parallel rank: nothing to shard, plain AdamW
@@ -242,7 +271,7 @@ optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta
 if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
     try:
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
-                                     block_schedule)
+                                     block_schedule, pipeline)
     except ckpt.CheckpointError as e:
         fail(e)
     iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
@@ -259,7 +288,7 @@ if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
     faults.install(raw_model, rank, lambda: iter_num)
 if compile:
     model = torch.compile(model)
-if dp_world > 1:  # gradients averaged over the data-parallel group only
+if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parallel group only
     model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=dp_group)
 
 pattern = describe_pattern(gptconf.block_types) if len(schedule) == 1 else "schedule " + "; ".join(
@@ -277,9 +306,10 @@ if master_process:
             with open(os.path.join(out_dir, name), "w") as f:
                 json.dump(content, f, indent=2)
         ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
-    print(f"layout: dp={dp_world} x tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
+    print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pipeline else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
           f"blocks: {pattern} | sync points: {raw_model.sync_points} per pass | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
+          f"{f'pipeline: {pipeline.describe()} | ' if pipeline else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"device: {device} {dtype} compile={compile} | zero_stage: {int(zero)} | activation checkpointing: "
           f"{activation_checkpointing} | seed: {seed} | weights: {weights_from}")
@@ -299,11 +329,12 @@ def estimate_metrics():
             for k in range(dp_rank, eval_iters, dp_world):
                 X, Y = get_batch(split, None, k)
                 with ctx:
-                    logits, loss = model(X, Y)
-                totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
-                                       torch.tensor(float(Y.numel()), device=device)])
+                    logits, loss = model(X, Y) if pipeline is None else pipeline.evaluate(X, Y)
+                if logits is not None:  # (a pipeline's last stage only)
+                    totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
+                                           torch.tensor(float(Y.numel()), device=device)])
             if distributed:  # counted once per TP group: by its rank 0, whose logits `sim` mode reports
-                totals *= tp_rank == 0
+                totals *= tp_rank == 0 and (pipeline is None or pipeline.is_last)
                 dist.all_reduce(totals)
             out[f"{split}_loss"] = totals[0].item() / eval_iters
             out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
@@ -361,7 +392,7 @@ while True:
                  f"(iteration {saved_iter}) is kept")
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
-        pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank) if save else None  # collectives
+        pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank, pipeline) if save else None  # collectives
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
@@ -379,9 +410,9 @@ while True:
         break
 
     # forward, backward and update, with gradient accumulation
-    torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num))  # dropout masks of this step
+    torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num, *[pp_rank] * (pipeline is not None)))  # dropout
     comm.counter.reset()
-    for micro_step in range(gradient_accumulation_steps):
+    for micro_step in range(gradient_accumulation_steps if pipeline is None else 0):
         X, Y = get_batch("train", iter_num, micro_step)
         if dp_world > 1:  # all-reduce the gradients only at the last micro step
             model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
@@ -389,9 +420,19 @@ while True:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
         scaler.scale(loss).backward()
+    if pipeline:  # the same micro-batches, through the stages by the schedule (forward and backward)
+        X, Y = (torch.cat(part) for part in zip(*(get_batch("train", iter_num, k)
+                                                  for k in range(gradient_accumulation_steps))))
+        with ctx:
+            last_loss = pipeline.train_step(X, Y)
+        loss = torch.tensor(pipeline.from_last_stage(last_loss, device) / gradient_accumulation_steps)
     comm.reduce_replicated_grads(raw_model.parameters())  # `dist`: sum replicated grads over the TP group
+    if pipeline:
+        pipeline.reduce_tied_grads()  # the embedding's gradient + the LM head's: one weight
+        reduce_data_parallel(raw_model.parameters(), dp_group, dp_world)  # what DDP does without a pipeline
     scaler.unscale_(optimizer)
-    grad_norm = comm.clip_grad_norm_(raw_model.parameters(), grad_clip or math.inf)  # the whole model's norm
+    clip = comm.clip_grad_norm_ if pipeline is None else lambda *a: pipeline.clip_grad_norm_(*a, comm)
+    grad_norm = clip(raw_model.parameters(), grad_clip or math.inf)  # the whole model's norm
     grad_norm = float(grad_norm)  # a host sync once per step: a NaN/Inf step must never be applied
     # (fp16 leaves overflow to the GradScaler, which skips such steps itself); the norm is the
     # same on every rank, so every rank decides alike
@@ -416,11 +457,13 @@ while True:
     # timing and logging
     t1 = time.time()
     dt, t0 = t1 - t0, t1
-    measured_syncs = comm.counter.forward / gradient_accumulation_steps
-    if check_counts and (measured_syncs != raw_model.sync_points or comm.counter.backward != comm.counter.forward):
+    synced = [comm.counter.forward, comm.counter.backward]
+    if pipeline:  # each stage counted its own
+        synced = pipeline.sum_over_stages(synced, device)
+    measured_syncs = synced[0] / gradient_accumulation_steps
+    if check_counts and (measured_syncs != raw_model.sync_points or synced[1] != synced[0]):
         raise RuntimeError(f"sync count mismatch: the model claims {raw_model.sync_points} per pass, "
-                           f"measured {measured_syncs} forward and "
-                           f"{comm.counter.backward / gradient_accumulation_steps} backward")
+                           f"measured {measured_syncs} forward and {synced[1] / gradient_accumulation_steps} backward")
     check_counts = False
     if iter_num % log_interval == 0:
         stats = link.stats(all_processes=distributed) if link.lossy else None  # a collective

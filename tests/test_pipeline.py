@@ -1,0 +1,131 @@
+"""Pipeline parallelism (pp_size > 1, pipeline.py): a pipelined run is the unpipelined run.
+
+Every case trains the same model twice, with pp_size=1 and pipelined, and compares every
+record: losses within float tolerance (the only difference is where the gradient norm's sum
+is taken), and the sync counts and packet statistics exactly. The cuts are put where they are
+hardest: inside a run of `parallel` blocks, where pending partials d cross the boundary."""
+
+import pytest
+
+from bench.harness import LINKS, link_args, records, run_train, torchrun
+from conftest import SMALL, assert_one_line_error
+from pipeline import stage_bounds
+
+# n_layer=12; pp_split cuts inside a run of parallel blocks where there is one
+CASES = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("parallel*5,spd", "3")}
+
+
+def assert_same_run(plain_dir, piped_dir, tol=1e-5):
+    plain, piped = records(plain_dir), records(piped_dir)
+    assert [r["iter"] for r in plain] == [r["iter"] for r in piped]
+    assert len([r for r in plain if "val_loss" not in r]) >= 5
+    for a, b in zip(plain, piped):
+        for key in ("train_loss", "val_loss", "val_accuracy", "grad_norm"):
+            if key in a:
+                assert abs(a[key] - b[key]) <= tol * max(1.0, abs(a[key])), (a["iter"], key, a[key], b[key])
+        for key in ("syncs_measured", "sync_points", "packets_sent", "packets_lost", "loss_bursts",
+                    "packets_lost_fwd", "packets_lost_bwd"):
+            assert a.get(key) == b.get(key), (a["iter"], key, a.get(key), b.get(key))
+
+
+def common(char_data, pattern, link, micro_batches=2):
+    return [*SMALL, f"--data_dir={char_data}", f"--block_types={CASES[pattern][0]}", "--tp_size=2",
+            f"--gradient_accumulation_steps={micro_batches}", *link_args(LINKS[link])]
+
+
+def run_both(tmp_path, args, nproc, pipelined, plain_launch=None):
+    plain_dir, piped_dir = str(tmp_path / "plain"), str(tmp_path / "piped")
+    plain = plain_launch(*args, f"--out_dir={plain_dir}") if plain_launch else run_train(*args, f"--out_dir={plain_dir}")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    piped = torchrun(nproc, *args, *pipelined, f"--out_dir={piped_dir}")
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    return plain_dir, piped_dir, piped.stdout
+
+
+# the fast tier keeps one case: pending partials across the cut, a lossy link, 1F1B
+FAST = ("2comm", "bernoulli", "1f1b")
+
+
+@pytest.mark.parametrize("pattern, link, schedule", [
+    pytest.param(p, k, s, marks=() if (p, k, s) == FAST else pytest.mark.slow)
+    for p in CASES for k, s in (("lossless", "gpipe"), ("bernoulli", "1f1b"))] + [
+    pytest.param("7comm", "lossless", "1f1b", marks=pytest.mark.slow),
+    pytest.param("2comm", "bernoulli", "gpipe", marks=pytest.mark.slow)])
+def test_pp2_equals_pp1_sim(char_data, tmp_path, pattern, link, schedule):
+    args = common(char_data, pattern, link)
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 2, ["--pp_size=2", f"--pp_split={CASES[pattern][1]}",
+                                                             f"--pp_schedule={schedule}"])
+    assert "dp=1 x pp=2 x tp=2 (sim, 2 processes)" in out and f"pipeline: {schedule} over 2 micro-batches" in out
+    assert_same_run(plain_dir, piped_dir)
+
+
+@pytest.mark.slow
+def test_pp2_with_activation_checkpointing_gilbert_elliott(char_data, tmp_path):
+    """Recompute inside a stage replays the masks its forward took from the round's queue."""
+    args = common(char_data, "7comm", "gilbert_elliott")
+    assert_same_run(*run_both(tmp_path, args, 2, ["--pp_size=2", "--pp_split=2",
+                                                  "--activation_checkpointing=block"])[:2])
+
+
+@pytest.mark.slow
+def test_pp2_tp2_dist_equals_pp1_sim(char_data, tmp_path):
+    args = common(char_data, "7comm", "bernoulli")
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=2", "--tp_mode=dist"])
+    assert "dp=1 x pp=2 x tp=2 (dist, 4 processes)" in out
+    assert_same_run(plain_dir, piped_dir, tol=5e-5)  # sim's fused GEMM sums vs dist's all-reduce (test_dist.py)
+
+
+@pytest.mark.slow
+def test_dp2_pp2_zero1_equals_dp2_adamw(char_data, tmp_path):
+    """Data parallel across pipelines (gradients averaged without DDP) and ZeRO-1 over each stage's
+    data-parallel group, against plain data parallelism with AdamW."""
+    args = common(char_data, "2comm", "bernoulli", micro_batches=4)
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=3", "--zero_stage=1"],
+                                         plain_launch=lambda *a: torchrun(2, *a))
+    assert "dp=2 x pp=2 x tp=2 (sim, 4 processes)" in out and "zero_stage: 1" in out
+    assert_same_run(plain_dir, piped_dir)
+
+
+@pytest.mark.slow
+def test_resume_across_pp_sizes(char_data, tmp_path):
+    """pp=2 (GPipe) -> pp=1 -> pp=2 (1F1B) from its checkpoints continues the unbroken pp=1 run:
+    weights, AdamW moments and the link's streams move between layouts."""
+    args = [*common(char_data, "7comm", "gilbert_elliott"), "--always_save_checkpoint=True", "--lr_decay_iters=9"]
+    straight, hop = str(tmp_path / "straight"), str(tmp_path / "hop")
+    assert run_train(*args, "--max_iters=9", f"--out_dir={straight}").returncode == 0
+    first = torchrun(2, *args, "--max_iters=3", "--pp_size=2", "--pp_schedule=gpipe", f"--out_dir={hop}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = run_train(*args, "--max_iters=6", "--init_from=resume", f"--out_dir={hop}")
+    assert second.returncode == 0, second.stderr[-2000:]
+    third = torchrun(2, *args, "--max_iters=9", "--pp_size=2", "--pp_split=2", "--init_from=resume", f"--out_dir={hop}")
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert_same_run(straight, hop)
+
+
+def test_stage_bounds():
+    assert stage_bounds(12, 2) == [(0, 6), (6, 12)]
+    assert stage_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]  # the first stages one longer
+    assert stage_bounds(12, 3, "1,11") == [(0, 1), (1, 11), (11, 12)]
+    for n_layer, pp_size, split, needle in ((4, 5, "", "more stages than n_layer=4"),
+                                            (12, 3, "8,4", "increasing"), (12, 3, "4,4", "increasing"),
+                                            (12, 2, "0", "in 1..11"), (12, 2, "12", "in 1..11"),
+                                            (12, 3, "4", "must name 2"), (12, 2, "a", "write the first block")):
+        with pytest.raises(ValueError, match=needle):
+            stage_bounds(n_layer, pp_size, split)
+
+
+@pytest.mark.slow
+def test_pipeline_errors(char_data, tmp_path):
+    base = [*SMALL, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1", "--tp_size=2",
+            "--pp_schedule=gpipe"]
+    assert_one_line_error(run_train(*base, "--pp_size=2"), "pp_size=2 runs one process per stage", "torchrun")
+    three = torchrun(3, *base, "--pp_size=2")
+    assert [line for line in three.stderr.splitlines() if line.startswith("error:")] == \
+        ["error: 3 processes are not divisible by pp_size=2 x 1 TP process: the grid is dp x pp x tp"]
+    for extra, needle in ((["--n_layer=1"], "more stages than n_layer=1"),
+                          (["--pp_split=8,4", "--n_layer=12"], "pp_split='8,4' must name 1 increasing"),
+                          (["--pp_schedule=1f1b"], "needs at least pp_size=2 micro-batches"),
+                          (["--block_schedule=0:tp;1:spd"], "does not support block_schedule")):
+        two = torchrun(2, *base, "--pp_size=2", *extra)
+        errors = [line for line in two.stderr.splitlines() if line.startswith("error:")]
+        assert two.returncode != 0 and len(errors) == 1 and needle in errors[0], (extra, two.stderr[-1500:])
