@@ -1,6 +1,6 @@
 """Several nodes: two torchrun agents on this machine, rendezvousing over c10d as two nodes would
-(the README's multi-node command), one process each, TP=2 across the "nodes". The run must be
-the single-agent run: the same losses, sync counts and packets."""
+(the README's multi-node commands), one process each: TP=2 across the "nodes", and pipeline
+stages across them. The run must be the single-agent run: the same losses, sync counts and packets."""
 
 import os
 import socket
@@ -47,4 +47,21 @@ def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
     assert len(single) == len(multi) and len([r for r in single if "val_loss" not in r]) >= 5
     timing = {"ms_per_iter", "tokens_per_s", "time_s", "mfu"}
     for a, b in zip(single, multi):  # the same processes computing the same thing: equal, not close
+        assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+
+
+def test_pipeline_stages_across_two_agents_equal_one_agent(char_data, tmp_path):
+    """The README's pipeline launch across nodes: one stage per "node" (pp=2, `sim` TP inside each)."""
+    args = [*SMALL, f"--data_dir={char_data}", "--block_types=spd,parallel", "--tp_size=2", "--pp_size=2",
+            "--pp_split=4", "--gradient_accumulation_steps=2", *link_args(LINKS["bernoulli"])]
+    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stderr[-2000:]
+    results = two_agents([*args, f"--out_dir={tmp_path / 'two'}"])
+    for code, out, err in results:
+        assert code == 0, err[-2000:]
+    assert any("dp=1 x pp=2 x tp=2 (sim, 2 processes)" in out for _, out, _ in results)
+    single, multi = records(tmp_path / "one"), records(tmp_path / "two")
+    assert len(single) == len(multi) and len([r for r in single if "val_loss" not in r]) >= 5
+    timing = {"ms_per_iter", "tokens_per_s", "time_s", "mfu"}
+    for a, b in zip(single, multi):
         assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}

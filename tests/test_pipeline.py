@@ -15,14 +15,17 @@ from pipeline import stage_bounds
 CASES = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("parallel*5,spd", "3")}
 
 
-def assert_same_run(plain_dir, piped_dir, tol=1e-5):
+# The gradient norm is summed per stage, then over stages: another summation order than pp=1's, whose
+# last-bit differences in the clipping factor grow over the steps; a lossy run at lr 1e-2 with norms
+# near 20 shows 2e-5 relative in the norm by step 4 while the losses still agree within 1e-5.
+def assert_same_run(plain_dir, piped_dir, tol=1e-5, norm_tol=1e-4):
     plain, piped = records(plain_dir), records(piped_dir)
     assert [r["iter"] for r in plain] == [r["iter"] for r in piped]
     assert len([r for r in plain if "val_loss" not in r]) >= 5
     for a, b in zip(plain, piped):
-        for key in ("train_loss", "val_loss", "val_accuracy", "grad_norm"):
+        for key, bound in (("train_loss", tol), ("val_loss", tol), ("val_accuracy", tol), ("grad_norm", norm_tol)):
             if key in a:
-                assert abs(a[key] - b[key]) <= tol * max(1.0, abs(a[key])), (a["iter"], key, a[key], b[key])
+                assert abs(a[key] - b[key]) <= bound * max(1.0, abs(a[key])), (a["iter"], key, a[key], b[key])
         for key in ("syncs_measured", "sync_points", "packets_sent", "packets_lost", "loss_bursts",
                     "packets_lost_fwd", "packets_lost_bwd"):
             assert a.get(key) == b.get(key), (a["iter"], key, a.get(key), b.get(key))
