@@ -600,10 +600,19 @@ def main():
         print("paired columns left blank: no reference setting among these runs "
               "(default: the 24comm pattern, lossless; choose one with --reference)")
     for a in paired:
-        floor = {True: ", within the noise floor", False: ", outside the noise floor"}.get(a["within_noise_floor"], "")
         print(f"  {a['_name']} - {a['paired_reference']}: {a['paired_diff_mean']:+.4f} "
               f"[{fmt(a['paired_ci_low'], '+.4f')}, {fmt(a['paired_ci_high'], '+.4f')}] n={a['paired_n']}, "
-              f"p {fmt(a['paired_p_holm'], '.3g')}{floor}")
+              f"p {fmt(a['paired_p_holm'], '.3g')}: {verdict(a)}")
+
+
+def verdict(a):
+    """What a paired comparison resolves: a difference (Holm-adjusted p < 0.05), no difference beyond
+    the noise floor (the whole interval inside it), or neither (unresolved: more seeds needed)."""
+    if a["paired_p_holm"] is not None and a["paired_p_holm"] < 1 - CONFIDENCE:
+        return "resolved, " + ("higher" if a["paired_diff_mean"] > 0 else "lower") + " val loss than the reference"
+    if a["within_noise_floor"]:
+        return "resolved, within the noise floor"
+    return "unresolved" + (" (interval wider than the noise floor)" if a["within_noise_floor"] is False else "")
 
 
 def fmt(value, spec):

@@ -278,3 +278,14 @@ def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     (run_dir / "metrics.jsonl").write_text("\n".join(metrics[:-1] + [json.dumps(last)]) + "\n")
     assert_one_line_error(run([sys.executable, script, str(run_dir), f"--data_dir={char_data}"]),
                           "differs from the logged", "not train.py's eval batches")
+
+
+def test_verdict_names_only_what_the_interval_resolves():
+    from bench.summarize import verdict
+    assert verdict(dict(paired_p_holm=0.01, paired_diff_mean=0.03, within_noise_floor=False)) == \
+        "resolved, higher val loss than the reference"
+    assert verdict(dict(paired_p_holm=0.004, paired_diff_mean=-0.02, within_noise_floor=False)).endswith("lower val loss than the reference")
+    assert verdict(dict(paired_p_holm=0.4, paired_diff_mean=0.001, within_noise_floor=True)) == "resolved, within the noise floor"
+    assert verdict(dict(paired_p_holm=0.4, paired_diff_mean=0.03, within_noise_floor=False)) == \
+        "unresolved (interval wider than the noise floor)"
+    assert verdict(dict(paired_p_holm=None, paired_diff_mean=0.03, within_noise_floor=None)) == "unresolved"
