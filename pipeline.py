@@ -102,7 +102,8 @@ class Pipeline:
         model.keep_stage(first, end, embedding=self.is_first, head=self.is_last)
         self.model = model
         points = sync_point_names(model.config.block_types, model.config.tp_size)
-        own = [p for p in points if p == "exit" and self.is_last or p != "exit" and first <= int(p[1:].split(".")[0]) < end]
+        # this stage's sync points: its blocks' ('h7.mlp' is block 7's), and the exit sync on the last stage
+        own = [p for p in points if (self.is_last if p == "exit" else first <= int(p[1:].split(".")[0]) < end)]
         model.comm.link.plan_pipeline(points, own)
         module = StageModule(model, first, end, self.is_first, self.is_last)
 

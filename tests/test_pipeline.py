@@ -71,22 +71,27 @@ def test_pp2_with_activation_checkpointing_gilbert_elliott(char_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_pp2_tp2_dist_equals_pp1_sim(char_data, tmp_path):
-    args = common(char_data, "7comm", "bernoulli")
-    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=2", "--tp_mode=dist"])
+@pytest.mark.parametrize("pattern, link, schedule", [("24comm", "lossless", "gpipe"), ("7comm", "bernoulli", "1f1b"),
+                                                     ("2comm", "bernoulli", "gpipe")])
+def test_pp2_tp2_dist_equals_pp1_sim(char_data, tmp_path, pattern, link, schedule):
+    args = common(char_data, pattern, link)
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", f"--pp_split={CASES[pattern][1]}",
+                                                             f"--pp_schedule={schedule}", "--tp_mode=dist"])
     assert "dp=1 x pp=2 x tp=2 (dist, 4 processes)" in out
     assert_same_run(plain_dir, piped_dir, tol=5e-5)  # sim's fused GEMM sums vs dist's all-reduce (test_dist.py)
 
 
 @pytest.mark.slow
-def test_dp2_pp2_zero1_equals_dp2_adamw(char_data, tmp_path):
-    """Data parallel across pipelines (gradients averaged without DDP) and ZeRO-1 over each stage's
-    data-parallel group, against plain data parallelism with AdamW."""
-    args = common(char_data, "2comm", "bernoulli", micro_batches=4)
-    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=3", "--zero_stage=1"],
+@pytest.mark.parametrize("pattern, link, zero", [("2comm", "bernoulli", 1), ("24comm", "lossless", 0)])
+def test_dp2_pp2_equals_dp2(char_data, tmp_path, pattern, link, zero):
+    """Data parallel across pipelines (gradients averaged without DDP), with and without ZeRO-1 over
+    each stage's data-parallel group, against plain data parallelism with AdamW."""
+    args = common(char_data, pattern, link, micro_batches=4)
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", f"--pp_split={CASES[pattern][1]}",
+                                                             f"--zero_stage={zero}"],
                                          plain_launch=lambda *a: torchrun(2, *a))
-    assert "dp=2 x pp=2 x tp=2 (sim, 4 processes)" in out and "zero_stage: 1" in out
-    assert_same_run(plain_dir, piped_dir)
+    assert "dp=2 x pp=2 x tp=2 (sim, 4 processes)" in out and f"zero_stage: {zero}" in out
+    assert_same_run(plain_dir, piped_dir, tol=5e-5)  # observed 1.0e-5 relative at the last step (24comm)
 
 
 @pytest.mark.slow
