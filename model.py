@@ -26,82 +26,8 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from comms import SimComm
-
-BLOCK_TYPES = ("tp", "spd", "parallel")
-
-
-def parse_block_types(spec, n_layer):
-    """'parallel,spd' or 'parallel*5,spd' (a unit tiled to n_layer) -> n_layer names."""
-    tokens = spec.split(",") if isinstance(spec, str) else list(spec)
-    unit = []
-    for token in tokens:
-        name, _, times = str(token).strip().partition("*")
-        name = name.strip().lower()
-        if name not in BLOCK_TYPES:
-            raise ValueError(f"block_types: unknown block type {name!r} in {spec!r}; "
-                             f"allowed: {', '.join(BLOCK_TYPES)} (a unit like 'parallel*5,spd' repeats)")
-        if times and not (times.strip().isdigit() and int(times) > 0):
-            raise ValueError(f"block_types: bad repeat {token.strip()!r} in {spec!r}; write e.g. 'parallel*5'")
-        unit += [name] * (int(times) if times else 1)
-    if not unit or n_layer % len(unit):
-        raise ValueError(f"block_types: a pattern of {len(unit)} blocks ({spec!r}) does not tile n_layer={n_layer}")
-    return tuple(unit * (n_layer // len(unit)))
-
-
-def parse_block_schedule(spec, n_layer):
-    """'0:tp;300:spd' -> [(0, tp x n_layer), (300, spd x n_layer)]: the pattern in force from each iteration."""
-    schedule = []
-    for part in spec.split(";"):
-        start, colon, pattern = part.partition(":")
-        if not colon or not start.strip().isdigit():
-            raise ValueError(f"block_schedule: {part.strip()!r} in {spec!r} is not iteration:pattern; "
-                             f"write e.g. '0:tp;300:spd;450:parallel,spd'")
-        if int(start) != 0 if not schedule else int(start) <= schedule[-1][0]:
-            raise ValueError(f"block_schedule: {spec!r} must start at iteration 0, and its iterations increase")
-        schedule.append((int(start), parse_block_types(pattern, n_layer)))
-    return schedule
-
-
-def pattern_at(schedule, iteration):
-    """The pattern a schedule (parse_block_schedule) has in force at this iteration."""
-    return [pattern for start, pattern in schedule if start <= iteration][-1]
-
-
-def sync_point_names(block_types, tp_size):
-    """The sync points of one forward pass, in order: 'h3.attn' and 'h3.mlp' for a tp block, 'h3.mlp'
-    for an spd block, none for a parallel one, and 'exit' if partials are pending after the last block."""
-    if tp_size == 1:
-        return []  # one rank: nothing to synchronise
-    points, pending = [], False
-    for i, kind in enumerate(block_types):
-        if kind == "parallel":
-            pending = True
-        else:
-            points += [f"h{i}.attn", f"h{i}.mlp"] if kind == "tp" else [f"h{i}.mlp"]
-            pending = False
-    return points + ["exit"] * pending
-
-
-def count_sync_points(block_types, tp_size):
-    """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
-    return len(sync_point_names(block_types, tp_size))
-
-
-def describe_pattern(block_types):
-    """('parallel','spd')*6 -> '[parallel,spd] x6': the shortest repeating unit."""
-    n = len(block_types)
-    for size in range(1, n + 1):
-        if n % size == 0 and block_types == block_types[:size] * (n // size):
-            break
-    unit, runs = block_types[:size], []
-    for kind in unit:  # run-length encode the unit: parallel,parallel,spd -> parallel*2,spd
-        if runs and runs[-1][0] == kind:
-            runs[-1][1] += 1
-        else:
-            runs.append([kind, 1])
-    text = ",".join(k if c == 1 else f"{k}*{c}" for k, c in runs)
-    return f"{text} x{n // size}" if len(runs) == 1 and runs[0][1] == 1 else f"[{text}] x{n // size}"
-
+from patterns import (BLOCK_TYPES, count_sync_points, describe_pattern, parse_block_schedule,  # noqa: F401
+                      parse_block_types, pattern_at, sync_point_names)
 
 class ColumnParallelLinear(nn.Module):
     """Rank r computes its slice of the output features: y_r = x_r W_r^T + b_r; weight (R, out/T, in).
