@@ -224,6 +224,11 @@ def _transformers_weights(name_or_dir):
                               f"installed: pip install transformers") from None
     for logger in ("transformers", "huggingface_hub"):  # their retries and warnings would bury our one line
         logging.getLogger(logger).setLevel(logging.ERROR)
+    try:  # and so would its progress bars on stderr
+        from transformers.utils import logging as transformers_logging
+        transformers_logging.disable_progress_bar()
+    except ImportError:
+        pass
     try:
         hf = GPT2LMHeadModel.from_pretrained(name_or_dir)
     except Exception as e:  # no network, a foreign directory: one line

@@ -11,6 +11,12 @@ converting the least sensitive blocks to spd first, and evaluate them against th
 
 $ python bench/sensitivity.py runs/24comm_s1/ckpt.pt runs/24comm_s2/ckpt.pt --out bench/study/sensitivity
 $ python bench/sensitivity.py out-gpt2-24comm/ckpt.pt --device=cuda --eval_batches=50 --batch_size=8   # GPT-2 124M
+$ python bench/sensitivity.py gpt2 --tp_size=2 --device=cuda --eval_batches=50 --batch_size=8   # OpenAI's weights
+
+A source is a trained all-tp checkpoint (a ckpt.pt or run directory), or pretrained GPT-2 as
+train.py's init_from takes it (gpt2, gpt2-medium, ..., or a save_pretrained directory; through
+transformers), cut into --tp_size shards, all blocks tp, evaluated on --data_dir (default
+data/openwebtext), with train.py's default fine-tune settings.
 
 Writes per checkpoint <out>/<name>.json (deltas, ranking, every pattern's loss), and over all of
 them sensitivity.csv, patterns.csv and sensitivity.png; prints the tables.
@@ -31,6 +37,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import checkpoint as ckpt  # noqa: E402
 from model import GPT, GPTConfig, count_sync_points, describe_pattern, parse_block_types  # noqa: E402
+from configurator import train_defaults  # noqa: E402
 from summarize import paired_stats  # noqa: E402
 
 UNIFORM = {"24comm": "tp", "18comm": "tp,spd", "16comm": "tp,spd,spd", "12comm": "spd", "7comm": "spd,parallel",
@@ -73,14 +80,27 @@ def finetune(model, pattern, state, run_config, iters, data_dir, device, seed):
         optimizer.zero_grad(set_to_none=True)
 
 
-def study(path, args):
-    checkpoint = ckpt.load(path, "cpu")
-    model_args, run_config = dict(checkpoint["model_args"], dropout=0.0), checkpoint["config"]
+def load_source(path, args):
+    """(model on args.device, model_args, run config, iteration) of a trained tp checkpoint or of
+    pretrained GPT-2 (ckpt.init_source says which); CheckpointError for anything else."""
+    if ckpt.init_source(path)[0] == "transformers":
+        weights = ckpt.read_weights(path)
+        model_args = dict(weights.shape, tp_size=args.tp_size, block_types="tp", dropout=0.0)
+        model = GPT(GPTConfig(**model_args)).to(args.device)
+        model.load_dense_state_dict(weights.dense)  # shards cut from the dense weights
+        return model, model_args, dict(train_defaults(), dataset="openwebtext", seed=None), None
+    checkpoint = ckpt.load(ckpt.init_source(path)[1], "cpu")
+    model_args = dict(checkpoint["model_args"], dropout=0.0)
     if set(parse_block_types(model_args["block_types"], model_args["n_layer"])) != {"tp"} or model_args["tp_size"] < 2:
         sys.exit(f"error: {path} is not a tp model with tp_size > 1 (blocks {model_args['block_types']}, "
                  f"tp_size={model_args['tp_size']}): the study converts tp blocks")
     model = GPT(GPTConfig(**model_args)).to(args.device)
     model.load_state_dict(checkpoint["model"])
+    return model, model_args, checkpoint["config"], checkpoint.get("iter_num")
+
+
+def study(path, args):
+    model, model_args, run_config, iter_num = load_source(path, args)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     data_dir = args.data_dir or run_config.get("data_dir") or os.path.join(ROOT, "data", run_config["dataset"])
     sample = val_sample(data_dir, model_args["block_size"], args.eval_batches, args.batch_size, args.sample_seed)
@@ -115,7 +135,7 @@ def study(path, args):
         rows.append(row)
         print(f"  {family:7s} {row['syncs']:3d} syncs {row['pattern']:40s} val {loss:.4f} (+{loss - base:.4f})"
               + (f" fine-tuned {row['val_loss_ft']:.4f}" if args.finetune_iters else ""), flush=True)
-    return dict(checkpoint=path, iter_num=checkpoint.get("iter_num"), seed=run_config.get("seed"), base=base,
+    return dict(checkpoint=path, iter_num=iter_num, seed=run_config.get("seed"), base=base,
                 block_size=model_args["block_size"], eval_batches=args.eval_batches, batch_size=args.batch_size,
                 delta=delta, ranking=ranking, patterns=rows, eval_tokens=args.eval_batches * args.batch_size *
                 model_args["block_size"], sample_seed=args.sample_seed, finetune_iters=args.finetune_iters)
@@ -150,7 +170,9 @@ def plot(results, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoints", nargs="+", help="ckpt.pt files of trained all-tp runs (one per seed)")
+    parser.add_argument("checkpoints", nargs="+", help="ckpt.pt files (or run directories) of trained all-tp runs "
+                        "(one per seed), or pretrained GPT-2: gpt2, gpt2-medium, ... or a save_pretrained directory")
+    parser.add_argument("--tp_size", type=int, default=2, help="pretrained GPT-2 only: its TP shards")
     parser.add_argument("--out", default="bench/study/sensitivity")
     parser.add_argument("--eval_batches", type=int, default=16)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -164,9 +186,10 @@ def main():
         try:
             print(f"{path}:", flush=True)
             res = study(path, args)
-        except ckpt.CheckpointError as e:
+        except (ckpt.CheckpointError, ValueError) as e:  # a foreign checkpoint, a tp_size that does not divide n_head
             sys.exit(f"error: {e}")
-        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        name = os.path.basename(os.path.abspath(path) if ckpt.init_source(path)[0] == "transformers" or
+                                os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:
             json.dump(res, f, indent=1)
     # every study in --out with the same sample and fine-tune (earlier calls: one seed at a time)

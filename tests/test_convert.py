@@ -2,13 +2,15 @@
 
 import json
 import os
+import sys
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 import checkpoint as ckpt
-from bench.harness import run_train
-from conftest import TINY, assert_one_line_error
+from bench.harness import run, run_train
+from conftest import ROOT, TINY, assert_one_line_error
 from model import GPT, GPTConfig, parse_block_schedule, pattern_at
 from test_model import SMALL, batch, make, randomize, reference_forward, rel_err
 
@@ -197,3 +199,31 @@ def test_transformers_gpt2_gives_the_same_logits(tmp_path):
     model = GPT(GPTConfig(**dict(weights.shape, block_size=16), tp_size=2, block_types="spd"))
     ckpt.init_weights(weights, model, model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu"), model.comm, False)
     assert torch.equal(model.transformer.wpe.weight, weights.dense["transformer.wpe.weight"][:16])
+
+
+def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
+    """bench/sensitivity.py on pretrained GPT-2 weights (a save_pretrained directory, as init_from takes it):
+    its all-tp loss at TP=2 is the transformers model's own loss on the same sample."""
+    transformers = pytest.importorskip("transformers")
+    from bench.sensitivity import val_sample
+    hf_config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=101, n_positions=32,
+                                        activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(hf_config).eval()
+    source = tmp_path / "gpt2-tiny"
+    hf.save_pretrained(str(source))
+    out = tmp_path / "out"
+    result = run([sys.executable, os.path.join(ROOT, "bench", "sensitivity.py"), str(source), "--tp_size=2",
+                  "--eval_batches=2", "--batch_size=3", f"--data_dir={char_data}", f"--out={out}"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open(out / "gpt2-tiny.json") as f:
+        study = json.load(f)
+    sample = val_sample(char_data, 32, 2, 3, 0)
+    with torch.no_grad():
+        expected = sum(F.cross_entropy(hf(w[:, :-1]).logits.flatten(0, 1), w[:, 1:].flatten()).item()
+                       for w in sample) / 2
+    assert abs(study["base"] - expected) < 1e-5
+    assert len(study["delta"]["spd"]) == 3 and sorted(study["ranking"]) == [0, 1, 2]
+    bad = run([sys.executable, os.path.join(ROOT, "bench", "sensitivity.py"), str(source), "--tp_size=3",
+               f"--data_dir={char_data}", f"--out={out}"])
+    assert_one_line_error(bad, "n_head=4 is not divisible by tp_size=3")
