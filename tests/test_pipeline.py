@@ -63,6 +63,14 @@ def test_pp2_equals_pp1_sim(char_data, tmp_path, pattern, link, schedule):
 
 
 @pytest.mark.slow
+def test_pp3_equals_pp1_sim(char_data, tmp_path):
+    """Three stages: the middle one holds only parallel blocks (3-7), receives and sends (b, d), and
+    is in neither half of the tied weight."""
+    args = common(char_data, "2comm", "bernoulli", micro_batches=3)
+    assert_same_run(*run_both(tmp_path, args, 3, ["--pp_size=3", "--pp_split=3,8"])[:2])
+
+
+@pytest.mark.slow
 def test_pp2_with_activation_checkpointing_gilbert_elliott(char_data, tmp_path):
     """Recompute inside a stage replays the masks its forward took from the round's queue."""
     args = common(char_data, "7comm", "gilbert_elliott")
