@@ -4,8 +4,9 @@ Block-wise sync sensitivity of a trained TP model (the SPD paper's method, Kim e
 Every pattern of one tp_size has the same weights, so a trained `tp` model can be evaluated under
 any other pattern with no training (zero-shot). For each block i, convert only block i tp -> spd
 (and, separately, tp -> parallel) and measure the val-loss increase on a fixed val sample; rank
-the blocks (least sensitive first); then build greedy patterns with k = 2n, 2n-2, ..., n syncs by
-converting the least sensitive blocks to spd first, and evaluate them against the uniform patterns
+the blocks (least sensitive first); then build greedy patterns with k = 2n, 2n-2, ..., n syncs, and
+n+1 (every block spd but the most sensitive), by converting the least sensitive blocks to spd
+first, and evaluate them against the uniform patterns
 (24comm, 18comm, 16comm, 12comm, 7comm, 5comm, 2comm, 1comm at 12 layers) on the same sample.
 --finetune_iters N also trains every pattern N steps (AdamW at the run's min_lr) and evaluates again.
 
@@ -116,7 +117,9 @@ def study(path, args):
              for kind in ("spd", "parallel")}
     ranking = sorted(range(n), key=lambda i: delta["spd"][i])  # least sensitive first
     patterns = []  # (family, name, pattern)
-    for j in range(0, n + 1, 2):  # k = 2n - j syncs: the j least sensitive blocks become spd
+    # k = 2n - j syncs: the j least sensitive blocks become spd; j = n - 1 keeps only the most
+    # sensitive block tp (one sync more than spd everywhere: what the sensitive block alone is worth)
+    for j in sorted(set(range(0, n + 1, 2)) | {n - 1}):
         kinds = tuple("spd" if i in ranking[:j] else "tp" for i in range(n))
         patterns.append(("greedy", f"greedy{2 * n - j}", kinds))
     for name, spec in UNIFORM.items():
@@ -127,8 +130,8 @@ def study(path, args):
     rows = []
     for family, name, kinds in patterns:
         loss = base if kinds == ("tp",) * n else loss_of(kinds)
-        row = dict(family=family, name=name, pattern=describe_pattern(kinds), syncs=count_sync_points(kinds, T),
-                   val_loss=loss, delta=loss - base)
+        row = dict(family=family, name=name, pattern=describe_pattern(kinds), kinds=list(kinds),
+                   syncs=count_sync_points(kinds, T), val_loss=loss, delta=loss - base)
         if args.finetune_iters:
             finetune(model, kinds, state, run_config, args.finetune_iters, data_dir, args.device, args.sample_seed)
             row["val_loss_ft"] = evaluate(model, sample, args.device)

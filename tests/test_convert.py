@@ -174,7 +174,7 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(char_data, tmp_path):
 
 def test_transformers_gpt2_gives_the_same_logits(tmp_path):
     transformers = pytest.importorskip("transformers")
-    hf_config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=101, n_positions=32,
+    hf_config = transformers.GPT2Config(n_layer=4, n_embd=32, n_head=4, vocab_size=101, n_positions=32,
                                         activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
                                         attn_pdrop=0.0)
     torch.manual_seed(0)
@@ -203,10 +203,11 @@ def test_transformers_gpt2_gives_the_same_logits(tmp_path):
 
 def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
     """bench/sensitivity.py on pretrained GPT-2 weights (a save_pretrained directory, as init_from takes it):
-    its all-tp loss at TP=2 is the transformers model's own loss on the same sample."""
+    its all-tp loss at TP=2 is the transformers model's own loss on the same sample, and the greedy
+    patterns convert the least sensitive blocks first."""
     transformers = pytest.importorskip("transformers")
     from bench.sensitivity import val_sample
-    hf_config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=101, n_positions=32,
+    hf_config = transformers.GPT2Config(n_layer=4, n_embd=32, n_head=4, vocab_size=101, n_positions=32,
                                         activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(hf_config).eval()
@@ -223,7 +224,13 @@ def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
         expected = sum(F.cross_entropy(hf(w[:, :-1]).logits.flatten(0, 1), w[:, 1:].flatten()).item()
                        for w in sample) / 2
     assert abs(study["base"] - expected) < 1e-5
-    assert len(study["delta"]["spd"]) == 3 and sorted(study["ranking"]) == [0, 1, 2]
+    assert len(study["delta"]["spd"]) == 4 and sorted(study["ranking"]) == [0, 1, 2, 3]
+    assert study["ranking"] == sorted(range(4), key=lambda i: study["delta"]["spd"][i])
+    greedy = [r for r in study["patterns"] if r["family"] == "greedy"]
+    assert [r["syncs"] for r in greedy] == [8, 6, 5, 4]  # 2n, 2n-2, n+1 (only the most sensitive block tp), n
+    for r in greedy:
+        spd = {i for i, kind in enumerate(r["kinds"]) if kind == "spd"}
+        assert spd == set(study["ranking"][:8 - r["syncs"]]) and r["kinds"].count("tp") == r["syncs"] - 4
     bad = run([sys.executable, os.path.join(ROOT, "bench", "sensitivity.py"), str(source), "--tp_size=3",
                f"--data_dir={char_data}", f"--out={out}"])
     assert_one_line_error(bad, "n_head=4 is not divisible by tp_size=3")
