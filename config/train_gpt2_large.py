@@ -14,4 +14,7 @@ n_embd = 1280
 learning_rate = 2.5e-4
 min_lr = 2.5e-5
 zero_stage = 1
+# no pipeline stages: a TP group holds the whole model (weights, gradients and sharded AdamW
+# state are a few GB per rank); --pp_size=2 --gradient_accumulation_steps=16 cuts it in two
+pp_size = 1
 activation_checkpointing = "block"
