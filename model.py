@@ -55,11 +55,12 @@ class ColumnParallelLinear(nn.Module):
         return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
 
     def forward_concat(self, x):
-        # x: (1, N, in), one state shared by every rank -> (1, N, R*out/T): the ranks' outputs
-        # side by side, rank-major, from one GEMM (for a summed row-parallel layer next)
-        R = self.weight.shape[0]
-        bias = None if self.bias is None else self.bias.reshape(-1)
-        return F.linear(x, self.weight.reshape(R * self.weight.shape[1], -1), bias)
+        # x: (..., in), one state shared by every rank, all T ranks held here (sim) -> (..., out):
+        # the dense layer's output from one GEMM. The shards reassembled in the dense feature
+        # order (unshard: a view for the MLP; for q, k, v a copy of the weight, far smaller than
+        # the activations that a per-rank layout would have to rearrange)
+        bias = None if self.bias is None else self.unshard(self.bias)
+        return F.linear(x, self.unshard(self.weight), bias)
 
     def shard(self, full):
         """Cut this process's shards from a full dense weight (out, in) or bias (out,)."""
@@ -132,16 +133,19 @@ class CausalSelfAttention(nn.Module):
         """Per-rank partial outputs (R, B, L, C); summed=True: their sum over ranks (1, B, L, C)."""
         Rx, B, L, C = x.size()  # (Rx, B, L, C): each rank's LayerNormed state, Rx in {1, R}
         hr, hs = self.heads_per_rank, self.head_size
+        dropout_p = self.dropout if self.training else 0.0
+        if summed:  # x shared by the ranks (Rx == 1): the dense attention, every rank's heads at once
+            qkv = self.c_attn.forward_concat(x.view(B * L, C))  # (N, 3C): q | k | v, heads rank-major (nh = T*hr)
+            q, k, v = (t.view(B, L, -1, hs).transpose(1, 2) for t in qkv.split(C, dim=1))  # (B, nh, L, hs)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, L, hs)
+            y = y.transpose(1, 2).reshape(B * L, C)  # (N, T*C/T): every rank's heads side by side
+            return self.resid_dropout(self.c_proj.forward_summed(y)).view(1, B, L, C)  # one GEMM sums the ranks
         qkv = self.c_attn(x.view(Rx, B * L, C))  # (R, N, 3*hr*hs), per rank [q_r; k_r; v_r]
         R = qkv.size(0)
         q, k, v = qkv.view(R, B, L, 3, hr, hs).unbind(3)  # each (R, B, L, hr, hs)
         # rank and batch merge into one batch axis: every rank attends with its own heads only
         q, k, v = (t.transpose(2, 3).reshape(R * B, hr, L, hs) for t in (q, k, v))  # (R*B, hr, L, hs)
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                           is_causal=True)  # (R*B, hr, L, hs)
-        if summed:  # every rank's heads side by side per token, then one GEMM sums the ranks
-            y = y.view(R, B, hr, L, hs).permute(1, 3, 0, 2, 4).reshape(B * L, R * hr * hs)  # (N, R*C/T)
-            return self.resid_dropout(self.c_proj.forward_summed(y)).view(1, B, L, C)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (R*B, hr, L, hs)
         y = y.view(R, B, hr, L, hs).transpose(2, 3).reshape(R, B * L, hr * hs)  # (R, N, C/T)
         return self.resid_dropout(self.c_proj(y)).view(R, B, L, C)  # partials (R, B, L, C)
 
@@ -162,8 +166,8 @@ class MLP(nn.Module):
         over ranks (1, B, L, C), which is the dense MLP with the ranks' units side by side."""
         Rx, B, L, C = x.size()
         if summed:
-            h = self.gelu(self.c_fc.forward_concat(x.view(1, B * L, C)))  # (1, N, 4C): every rank's units
-            return self.dropout(self.c_proj.forward_summed(h[0])).view(1, B, L, C)
+            h = self.gelu(self.c_fc.forward_concat(x.view(B * L, C)))  # (N, 4C): every rank's units, rank-major
+            return self.dropout(self.c_proj.forward_summed(h)).view(1, B, L, C)
         h = self.gelu(self.c_fc(x.view(Rx, B * L, C)))  # (R, N, 4C/T): this rank's hidden units
         return self.dropout(self.c_proj(h)).view(-1, B, L, C)  # (R, B, L, C) partials
 
