@@ -10,7 +10,9 @@ side by side in one run: the cost of simulating TP ranks in one process.
 Each measurement is `--steps` full training steps (forward, backward, AdamW) on a
 fixed random batch, after `--warmup` untimed steps. The configs take turns, round
 after round, so drift on a noisy machine hits them alike; a config's ratio to dense
-is the median over rounds of (its tokens/s / dense tokens/s in the same round).
+is the median over rounds of (its tokens/s / dense tokens/s in the same round), and the
+mean of those per-round ratios with its 95% t interval: a goal such as ">= 0.98 of dense" is
+met only when the interval's low end clears it.
 With --compile both, every config runs eager and torch.compile'd (a separate model of the
 same seed), and the table adds compiled / eager, the median over rounds of the same ratio.
 With --partials, every TP config also runs the way `sim` did before a synced sublayer summed
@@ -27,6 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
 from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
+from bench.summarize import paired_stats  # noqa: E402
 from comms import SimComm  # noqa: E402
 from mfu import flops_per_token, peak_flops_per_device  # noqa: E402
 from model import describe_pattern, model_args_from  # noqa: E402
@@ -85,6 +88,9 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides for every config, e.g. --set n_embd=256 n_head=8")
     args = parser.parse_args()
+    if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
+        parser.error(f"--steps and --rounds must be at least 1, --warmup at least 0 "
+                     f"(got {args.steps}, {args.rounds}, {args.warmup})")
     args.vocab_size = args.vocab_size or (65 if args.scale == "char" else 50304)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -106,7 +112,8 @@ def main():
                 names.insert(names.index((config, compiled)) + 1, (config + " partials", compiled))
                 entries[config + " partials", compiled] = build_entry(paths[config], args, compiled, partials=True)
     for name in names:
-        run_steps(entries[name], args.warmup, args)  # compiles, where compiled
+        if args.warmup:
+            run_steps(entries[name], args.warmup, args)  # compiles, where compiled
 
     tokens = {name: entries[name]["x"].numel() * args.steps for name in names}
     rate = {name: [] for name in names}
@@ -122,13 +129,15 @@ def main():
           f"n_embd {dense.config.n_embd}, "
           f"{dense.get_num_params() / 1e6:.2f}M params, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
     both = args.compile == "both"
-    print("| config | blocks | syncs | compiled | tokens/s (median) | ms/step | ratio to dense (median) | MFU |"
-          + (" compiled / eager (median) |" if both else ""))
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |" + (" ---: |" if both else ""))
+    print("| config | blocks | syncs | compiled | tokens/s (median) | ms/step | ratio to dense (median) |"
+          " ratio: mean [95% CI] | MFU |" + (" compiled / eager (median) |" if both else ""))
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |" + (" ---: |" if both else ""))
     for config, compiled in names:
         model, rates = entries[config, compiled]["model"], rate[config, compiled]
         median = statistics.median(rates)
-        ratio = statistics.median(r / d for r, d in zip(rates, rate["dense", compiled]))
+        ratios = [r / d for r, d in zip(rates, rate["dense", compiled])]
+        ratio, stats = statistics.median(ratios), paired_stats(ratios)
+        interval = "" if stats["ci_low"] is None else f"{stats['mean']:.3f} [{stats['ci_low']:.3f}, {stats['ci_high']:.3f}]"
         ms = 1000 * entries[config, compiled]["x"].numel() / median
         mfu = f"{flops_per_token(model) * median / peak * 100:.1f}%" if peak else "n/a"
         blocks = describe_pattern(model.config.block_types) if model.config.tp_size > 1 else "dense"
@@ -138,7 +147,7 @@ def main():
         elif both:
             gain = " |"
         print(f"| {config} | {blocks} | {model.sync_points} | {'yes' if compiled else 'no'} | "
-              f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {mfu} |{gain}")
+              f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {interval} | {mfu} |{gain}")
 
 
 if __name__ == "__main__":
