@@ -47,8 +47,9 @@ class ColumnParallelLinear(nn.Module):
     def forward(self, x):
         # x: (Rx, N, in) with Rx == 1 (state shared by all ranks) or R -> (R, N, out/T)
         R = self.weight.shape[0]
-        if R == 1:  # plain GEMM: the dense model pays no bmm overhead
-            return F.linear(x, self.weight[0], None if self.bias is None else self.bias[0])
+        if R == 1:  # plain GEMM: the dense model pays no bmm overhead; squeeze, not [0], whose
+            # backward would fill a zero tensor and copy the gradient into it (two kernels per weight)
+            return F.linear(x, self.weight.squeeze(0), None if self.bias is None else self.bias.squeeze(0))
         x = x.expand(R, *x.shape[1:])  # a stride-0 view: bmm reads the shared input R times, no copy
         if self.bias is None:
             return torch.bmm(x, self.weight.transpose(1, 2))
@@ -90,8 +91,8 @@ class RowParallelLinear(nn.Module):
     def forward(self, x):
         # x: (R, N, in/T) -> partial outputs (R, N, out), one per rank, not yet summed
         if self.weight.shape[0] == 1:
-            bias = None if self.bias is None else self.bias / self.tp_size
-            return F.linear(x, self.weight[0], bias)
+            bias = self.bias if self.bias is None or self.tp_size == 1 else self.bias / self.tp_size
+            return F.linear(x, self.weight.squeeze(0), bias)
         if self.bias is None:
             return torch.bmm(x, self.weight.transpose(1, 2))
         return torch.baddbmm(self.bias / self.tp_size, x, self.weight.transpose(1, 2))

@@ -18,8 +18,9 @@ nanoGPT runs in a temporary working directory that holds links to those three fi
 because nanoGPT reads configurator.py and data/<dataset>/ relative to its cwd.
 
 Every program gets the hyperparameters of config/train_shakespeare_char.py (resolved over
-train.py's defaults), device=cpu, compile=False, dtype=float32, log_interval=1, and the
-same OMP/MKL thread count. The rounds interleave nanoGPT, dense and 24comm, so drift on a
+train.py's defaults), log_interval=1, the same device, dtype and compile setting (default
+cpu, float32, no compile; `--device cuda` defaults to bfloat16 and compile, both programs' GPU
+defaults), and the same OMP/MKL thread count. The rounds interleave nanoGPT, dense and 24comm, so drift on a
 shared machine hits them alike; ms/iter is the median of each run's own logged per-iteration
 times (nanoGPT's `iter N: ... time Yms` lines, this project's metrics.jsonl `ms_per_iter`)
 over iterations [--warmup, --iters), which excludes iteration 0 and its eval. What differs:
@@ -58,6 +59,7 @@ NANOGPT_URL = "https://github.com/karpathy/nanoGPT"
 NANOGPT_COMMIT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"  # 2025-11-12; code unchanged since 93a43d9 (2024-12-09)
 NANOGPT_FILES = ("train.py", "model.py", "configurator.py")
 DEFAULT_DIR = os.path.join("~", ".cache", "tp-sync", "nanoGPT")
+RUN_FLAGS = []  # --device, --dtype, --compile: the same for every program (set in main)
 DENSE = "config/train_shakespeare_char.py"
 TP24 = "config/train_shakespeare_char_24comm.py"
 # the keys handed to nanoGPT's train.py, taken from the project's resolved dense config
@@ -93,6 +95,15 @@ def check_nanogpt(directory):
     return path
 
 
+def run_flags(device, dtype=None, compile=None):
+    """The flags every program gets: on cuda both programs' GPU defaults (bfloat16, compiled)
+    unless given, on cpu float32 eager."""
+    on_gpu = device.startswith("cuda")
+    dtype = dtype or ("bfloat16" if on_gpu else "float32")
+    compile_on = (compile or ("on" if on_gpu else "off")) == "on"
+    return [f"--device={device}", f"--dtype={dtype}", f"--compile={compile_on}"]
+
+
 def dense_config():
     config, _ = configurator.configure(configurator.train_defaults(), [os.path.join(ROOT, DENSE)])
     return config
@@ -116,7 +127,7 @@ def run_nanogpt(nano_dir, work, hp, seed, env):
                     f"_torch.manual_seed = lambda s, _m=_manual_seed: _m(s + {seed - 1337})\n")
         args.append("seed_offset.py")
     args += [f"--{k}={fmt(hp[k]) if not isinstance(hp[k], str) else hp[k]}" for k in NANOGPT_KEYS]
-    args += ["--device=cpu", "--compile=False", "--dtype=float32", "--log_interval=1",
+    args += RUN_FLAGS + ["--log_interval=1",
              "--always_save_checkpoint=False", "--wandb_log=False", f"--out_dir={os.path.join(run_dir, 'out')}"]
     result = subprocess.run(args, cwd=run_dir, env=env, capture_output=True, text=True)
     if result.returncode != 0:
@@ -130,7 +141,7 @@ def run_project(config_file, work, hp, seed, env):
     args = [sys.executable, os.path.join(ROOT, "train.py"), os.path.join(ROOT, config_file),
             f"--max_iters={hp['max_iters']}", f"--lr_decay_iters={hp['lr_decay_iters']}",
             f"--eval_iters={hp['eval_iters']}", f"--eval_interval={hp['eval_interval']}", f"--seed={seed}",
-            "--device=cpu", "--compile=False", "--dtype=float32", "--log_interval=1", "--wandb_log=False",
+            *RUN_FLAGS, "--log_interval=1", "--wandb_log=False",
             f"--out_dir={out_dir}"]
     result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
     if result.returncode != 0:
@@ -243,10 +254,18 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[1337, 1338], help="seeds of the full runs")
     parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=list(PROGRAMS),
                         help="which programs the full runs include (timing always runs all three)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (the same for every program)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                        help="default: float32 on cpu, bfloat16 on cuda")
+    parser.add_argument("--compile", choices=("on", "off"), help="torch.compile (default: off on cpu, on on cuda)")
     parser.add_argument("--full_eval_iters", type=int, default=200, help="eval batches for the final val loss")
     args = parser.parse_args()
     if not 0 < args.warmup < args.iters:
         parser.error("need 0 < --warmup < --iters")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+        parser.error(f"--device {args.device!r}: expected cpu, cuda or cuda:N")
+    RUN_FLAGS[:] = run_flags(args.device, args.dtype, args.compile)
+    dtype, compile_on = (flag.split("=")[1] for flag in RUN_FLAGS[1:])
 
     nano_dir = check_nanogpt(args.nanogpt_dir)
     base = dense_config()
@@ -257,7 +276,7 @@ def main():
                PYTHONUNBUFFERED="1")
     import torch
     print(f"# nanoGPT {NANOGPT_COMMIT[:10]} at {nano_dir} vs this project ({DENSE}, {TP24}); "
-          f"torch {torch.__version__}, {args.threads} threads, cpu float32, compile=False")
+          f"torch {torch.__version__}, {args.threads} threads, {args.device} {dtype}, compile={compile_on}")
     print("# hyperparameters: " + ", ".join(f"{k}={base[k]}" for k in NANOGPT_KEYS))
     work = tempfile.mkdtemp(prefix="vs_nanogpt-")
     try:

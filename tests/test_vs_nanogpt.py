@@ -58,3 +58,16 @@ def test_the_parity_verdict_needs_an_interval(capsys):
     faster = {"nanoGPT": [220.0, 222.0, 219.0], "dense": [200.0, 201.0, 199.0], "24comm": [200.0, 201.0, 199.0]}
     timing_table(faster, 4096)
     assert "goal (dense tokens/s >= nanoGPT's): holds" in capsys.readouterr().out
+
+
+def test_device_flags_are_the_same_for_every_program_and_follow_the_gpu_defaults():
+    run_flags = load().run_flags
+    assert run_flags("cpu") == ["--device=cpu", "--dtype=float32", "--compile=False"]
+    assert run_flags("cuda") == ["--device=cuda", "--dtype=bfloat16", "--compile=True"]
+    assert run_flags("cuda:1", "float32", "off") == ["--device=cuda:1", "--dtype=float32", "--compile=False"]
+
+
+def test_a_bad_device_is_an_error_naming_the_flag():
+    result = run([sys.executable, SCRIPT, "--device", "gpu"], timeout=60)
+    assert result.returncode != 0
+    assert "--device 'gpu'" in result.stderr.strip().splitlines()[-1]
