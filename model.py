@@ -103,7 +103,7 @@ class RowParallelLinear(nn.Module):
         # dimension (the dense layer's matmul); the bias once, as the sum of R shares of bias/T
         R = self.weight.shape[0]
         weight = self.weight.permute(1, 0, 2).reshape(self.out_features, R * self.weight.shape[2])  # (out, R*in/T)
-        bias = None if self.bias is None else self.bias * (R / self.tp_size)
+        bias = self.bias if self.bias is None or R == self.tp_size else self.bias * (R / self.tp_size)
         return F.linear(x, weight, bias)
 
     def shard(self, full):
