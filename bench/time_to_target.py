@@ -67,7 +67,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>)")
     parser.add_argument("--out", default="", help="where to write time_to_target.png (default: no plot)")
-    parser.add_argument("--target", choices=sorted(TARGETS), default="1pct", help="dense's final val loss + 1% or 2%")
+    parser.add_argument("--target", choices=sorted(TARGETS), default="1pct", help="dense's final val loss + 1%% or 2%%")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="projected GPU's peak FLOP/s (H100 bf16 dense)")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
