@@ -17,6 +17,7 @@ mistake is a ConfigError with one line naming the file or key and what is allowe
 import ast
 import difflib
 import os
+import sys
 import types
 
 
@@ -89,6 +90,15 @@ def _run_config_file(path):
             if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
 
 
+def usage(defaults, script):
+    """--help: how to call the script, and every key with its default (the type a value must have)."""
+    lines = [f"usage: python {script} [config/FILE.py ...] [--key=value ...]",
+             "Config files run in order, then --key=value overrides; an unknown key or a wrong type is an error.",
+             "keys (default):"]
+    lines += [f"  {key} = {value!r}" for key, value in defaults.items()]
+    return "\n".join(lines)
+
+
 def configure(defaults, argv, script="train.py"):
     """Apply config files and --key=value overrides in argv to a copy of defaults.
 
@@ -97,6 +107,9 @@ def configure(defaults, argv, script="train.py"):
     other keys, e.g. lr_decay_iters follows max_iters unless set).
     """
     config, explicit = dict(defaults), set()
+    if "--help" in argv or "-h" in argv:
+        print(usage(defaults, script))
+        sys.exit(0)
     for arg in argv:
         if arg.startswith("--"):
             key, eq, raw = arg[2:].partition("=")

@@ -116,3 +116,14 @@ def test_a_negative_seed_is_one_line_from_train_py():
     from bench.harness import run_train
     from conftest import assert_one_line_error
     assert_one_line_error(run_train("--seed=-1", "--max_iters=1"), "error: seed=-1 must be in [0, ")
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_key_with_its_default_and_exits_0(flag, capsys):
+    defaults = {"out_dir": "out", "max_iters": 600, "loss_rate": 0.0}
+    with pytest.raises(SystemExit) as stop:
+        configurator.configure(defaults, ["--max_iters=5", flag], script="train.py")
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python train.py")
+    assert "  out_dir = 'out'" in out and "  max_iters = 600" in out and "  loss_rate = 0.0" in out
