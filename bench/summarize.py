@@ -6,6 +6,10 @@ paired seed by seed with a reference setting, and the plots a paper needs.
 
     python bench/summarize.py runs/char_sync_study runs/char_loss_sweep --out bench/study
     python bench/summarize.py runs/char_loss_sweep --reference=train_shakespeare_char_12comm
+    python bench/summarize.py bench/runs/char_sync_study_8seeds --seeds 1-7
+
+--seeds keeps only the runs of those seeds ("1-7", "1,3,5", "1-4,8"), so a table computed while a
+sweep is still adding seeds can be recomputed exactly later.
 
 Reads each run directory's config.json, metrics.jsonl and result.json (unfinished runs
 are listed with status 'unfinished' and left out of aggregates and plots), and train.log's
@@ -538,9 +542,20 @@ def plots(aggregates, curves, rows, out, floors=()):
     return written
 
 
-def read_runs(sweep_dirs):
-    """(rows, curves) of every run directory (one with config.json) under the sweep directories;
-    a missing directory or no runs at all is a one-line error."""
+def parse_seeds(text):
+    """'1-7' / '1,3,5' / '1-4,8' -> {1, ..., 7} etc.; anything else is a one-line error."""
+    seeds = set()
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match or (match[2] is not None and int(match[2]) < int(match[1])):
+            sys.exit(f"error: --seeds={text!r}: expected seeds and increasing ranges, e.g. 1-7 or 1,3,5")
+        seeds.update(range(int(match[1]), int(match[2] or match[1]) + 1))
+    return seeds
+
+
+def read_runs(sweep_dirs, seeds=None):
+    """(rows, curves) of every run directory (one with config.json) under the sweep directories,
+    only those of `seeds` if given; a missing directory or no runs at all is a one-line error."""
     run_dirs = []
     for d in sweep_dirs:
         if not os.path.isdir(d):
@@ -551,8 +566,11 @@ def read_runs(sweep_dirs):
     rows, curves = [], {}
     for run_dir in run_dirs:
         row, curve = read_run(run_dir)
-        rows.append(row)
-        curves[row["_dir"]] = curve
+        if seeds is None or row["seed"] in seeds:
+            rows.append(row)
+            curves[row["_dir"]] = curve
+    if not rows:
+        sys.exit(f"error: no runs of seeds {sorted(seeds)} under {', '.join(sweep_dirs)}")
     return rows, curves
 
 
@@ -564,8 +582,9 @@ def main():
                         help="the setting every other is paired with, seed by seed: a setting's name, e.g. "
                              "train_shakespeare_char_24comm or train_shakespeare_char_12comm/bern0.01 "
                              "(default: the 24comm pattern, lossless)")
+    parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
     args = parser.parse_args()
-    rows, curves = read_runs(args.sweep_dirs)
+    rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
     aggregates = aggregate(rows)
     try:
         floors = paired_analysis(rows, aggregates, curves, args.reference)

@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_time import MICRO_STEPS, gpt2_projection  # noqa: E402
-from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, read_runs  # noqa: E402
+from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, parse_seeds, read_runs  # noqa: E402
 
 BANDWIDTHS = (25, 100, 400)  # Gb/s
 
@@ -71,8 +71,9 @@ def main():
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="projected GPU's peak FLOP/s (H100 bf16 dense)")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
+    parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
     args = parser.parse_args()
-    rows, curves = read_runs(args.sweep_dirs)
+    rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
     aggregates = aggregate(rows)
     paired_analysis(rows, aggregates, curves)
     if not any(a["_dense"] for a in aggregates):

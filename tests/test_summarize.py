@@ -206,6 +206,30 @@ def test_summary_reference_option(tmp_path):
                           "train_shakespeare_char_12comm", "train_shakespeare_char_24comm")
 
 
+def test_parse_seeds():
+    assert summarize.parse_seeds("1-7") == set(range(1, 8))
+    assert summarize.parse_seeds("1,3, 5") == {1, 3, 5}
+    assert summarize.parse_seeds("1-2,8") == {1, 2, 8}
+    for bad in ("3-1", "a", "1-", "", "1,,2"):
+        with pytest.raises(SystemExit, match="--seeds"):
+            summarize.parse_seeds(bad)
+
+
+@pytest.mark.slow
+def test_summary_seeds_option_keeps_only_those_seeds(tmp_path):
+    result, out = summarize_runs(tmp_path, "--seeds=1,3")
+    assert result.returncode == 0, result.stderr
+    runs, aggregates = read_summary(out)
+    assert sorted(runs) == sorted(f"{c}-s{s}" for s in (1, 3) for c in
+                                  ("shakespeare_char", "shakespeare_char_24comm", "shakespeare_char_12comm",
+                                   "shakespeare_char_2comm"))
+    two = aggregates["shakespeare_char_2comm"]
+    assert two["paired_n"] == "2" and float(two["paired_diff_mean"]) == pytest.approx(0.09, abs=1e-6)  # 0.10, 0.08
+
+    none, _ = summarize_runs(tmp_path, "--seeds=9")
+    assert_one_line_error(none, "no runs of seeds [9]")
+
+
 def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
     0.3%; the `zero` control pairs to exactly 0; Holm and the simultaneous interval cover 3 settings."""
