@@ -56,7 +56,7 @@ def run(args, env=None, timeout=600):
     share a few cores, and oversubscribed threads make timings and collectives crawl.
     timeout: a hung run fails its caller after 10 minutes; pass None for long benchmark runs.
     """
-    full_env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **(env or {}))
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}  # env wins
     return subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -76,6 +76,24 @@ def records(out_dir, name="metrics.jsonl"):
     """The records a run logged (metrics.jsonl, or eval.jsonl), one dict per line."""
     with open(os.path.join(out_dir, name)) as f:
         return [json.loads(line) for line in f]
+
+
+# What two runs of one function (another layout, another summation order) must agree on: these
+# within float tolerance, and every count and packet statistic exactly.
+FLOAT_KEYS = ("train_loss", "val_loss", "val_accuracy", "grad_norm")
+COUNT_KEYS = ("syncs_measured", "sync_points", "packets_sent", "packets_lost", "loss_bursts",
+              "packets_lost_fwd", "packets_lost_bwd")
+
+
+def record_differences(a, b):
+    """Two runs' records, step by step -> ({float key: largest |a - b| / max(1, |a|)}, [count keys
+    that differ at some step]). The runs must have logged the same iterations."""
+    if [r["iter"] for r in a] != [r["iter"] for r in b]:
+        raise ValueError("the runs logged different iterations")
+    floats = {key: max((abs(x[key] - y[key]) / max(1.0, abs(x[key])) for x, y in zip(a, b) if key in x), default=0.0)
+              for key in FLOAT_KEYS}
+    counts = [key for key in COUNT_KEYS if any(x.get(key) != y.get(key) for x, y in zip(a, b))]
+    return floats, counts
 
 
 # --- a model and timed training steps, in this process -----------------------------------

@@ -7,7 +7,7 @@ hardest: inside a run of `parallel` blocks, where pending partials d cross the b
 
 import pytest
 
-from bench.harness import LINKS, link_args, records, run_train, torchrun
+from bench.harness import LINKS, link_args, record_differences, records, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 from pipeline import stage_bounds
 
@@ -20,15 +20,11 @@ CASES = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("paral
 # near 20 shows 2e-5 relative in the norm by step 4 while the losses still agree within 1e-5.
 def assert_same_run(plain_dir, piped_dir, tol=1e-5, norm_tol=1e-4):
     plain, piped = records(plain_dir), records(piped_dir)
-    assert [r["iter"] for r in plain] == [r["iter"] for r in piped]
     assert len([r for r in plain if "val_loss" not in r]) >= 5
-    for a, b in zip(plain, piped):
-        for key, bound in (("train_loss", tol), ("val_loss", tol), ("val_accuracy", tol), ("grad_norm", norm_tol)):
-            if key in a:
-                assert abs(a[key] - b[key]) <= bound * max(1.0, abs(a[key])), (a["iter"], key, a[key], b[key])
-        for key in ("syncs_measured", "sync_points", "packets_sent", "packets_lost", "loss_bursts",
-                    "packets_lost_fwd", "packets_lost_bwd"):
-            assert a.get(key) == b.get(key), (a["iter"], key, a.get(key), b.get(key))
+    floats, counts_that_differ = record_differences(plain, piped)
+    assert counts_that_differ == []
+    for key, difference in floats.items():
+        assert difference <= (norm_tol if key == "grad_norm" else tol), (key, difference)
 
 
 def common(char_data, pattern, link, micro_batches=2):
@@ -79,18 +75,20 @@ def test_pp2_with_activation_checkpointing_gilbert_elliott(char_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pattern, link, schedule", [("24comm", "lossless", "gpipe"), ("7comm", "bernoulli", "1f1b"),
-                                                     ("2comm", "bernoulli", "gpipe")])
+@pytest.mark.parametrize("pattern, link, schedule", [(p, k, s) for p in CASES for k, s in (("lossless", "gpipe"),
+                                                                                           ("bernoulli", "1f1b"))])
 def test_pp2_tp2_dist_equals_pp1_sim(char_data, tmp_path, pattern, link, schedule):
     args = common(char_data, pattern, link)
     plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", f"--pp_split={CASES[pattern][1]}",
                                                              f"--pp_schedule={schedule}", "--tp_mode=dist"])
     assert "dp=1 x pp=2 x tp=2 (dist, 4 processes)" in out
-    assert_same_run(plain_dir, piped_dir, tol=5e-5)  # sim's fused GEMM sums vs dist's all-reduce (test_dist.py)
+    # sim's fused GEMM sums vs dist's all-reduce (test_dist.py); the gradient norm amplifies that order
+    # most (observed up to 4.3e-4 here; bench/pipeline_equality.py's thread-count control shows the same)
+    assert_same_run(plain_dir, piped_dir, tol=5e-5, norm_tol=1e-3)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pattern, link, zero", [("2comm", "bernoulli", 1), ("24comm", "lossless", 0)])
+@pytest.mark.parametrize("pattern, link, zero", [(p, k, z) for p in CASES for k, z in (("lossless", 0), ("bernoulli", 1))])
 def test_dp2_pp2_equals_dp2(char_data, tmp_path, pattern, link, zero):
     """Data parallel across pipelines (gradients averaged without DDP), with and without ZeRO-1 over
     each stage's data-parallel group, against plain data parallelism with AdamW."""
@@ -99,7 +97,8 @@ def test_dp2_pp2_equals_dp2(char_data, tmp_path, pattern, link, zero):
                                                              f"--zero_stage={zero}"],
                                          plain_launch=lambda *a: torchrun(2, *a))
     assert "dp=2 x pp=2 x tp=2 (sim, 4 processes)" in out and f"zero_stage: {zero}" in out
-    assert_same_run(plain_dir, piped_dir, tol=5e-5)  # observed 1.0e-5 relative at the last step (24comm)
+    # observed 1.0e-5 relative in the loss at the last step (24comm), 1.2e-4 in the gradient norm
+    assert_same_run(plain_dir, piped_dir, tol=5e-5, norm_tol=1e-3)
 
 
 @pytest.mark.slow
@@ -116,6 +115,17 @@ def test_resume_across_pp_sizes(char_data, tmp_path):
     third = torchrun(2, *args, "--max_iters=9", "--pp_size=2", "--pp_split=2", "--init_from=resume", f"--out_dir={hop}")
     assert third.returncode == 0, third.stderr[-2000:]
     assert_same_run(straight, hop)
+
+
+def test_record_differences_finds_what_differs():
+    a = [{"iter": 0, "train_loss": 2.0, "packets_lost": 3}, {"iter": 0, "val_loss": 0.5}]
+    b = [{"iter": 0, "train_loss": 2.001, "packets_lost": 4}, {"iter": 0, "val_loss": 0.5002}]
+    floats, counts = record_differences(a, b)
+    assert floats["train_loss"] == pytest.approx(0.0005) and floats["val_loss"] == pytest.approx(0.0002)
+    assert floats["grad_norm"] == 0.0 and counts == ["packets_lost"]
+    assert record_differences(a, a) == ({key: 0.0 for key in floats}, [])
+    with pytest.raises(ValueError, match="different iterations"):
+        record_differences(a, a[:1])
 
 
 def test_stage_bounds():
