@@ -134,8 +134,11 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, blo
     saved, ours = GPTConfig(**checkpoint["model_args"]), model.config
     for key in (*MODEL_KEYS, "vocab_size"):  # the same model (dropout may change)
         if key != "dropout" and getattr(saved, key) != getattr(ours, key):
-            raise CheckpointError(f"resume: {path} has {key}={getattr(saved, key)!r}, "
-                                  f"this config has {key}={getattr(ours, key)!r}")
+            pattern = key == "block_types"  # 'tp x12', not a 12-tuple; another pattern is a new run
+            show = describe_pattern if pattern else repr
+            raise CheckpointError(f"resume: {path} has {key}={show(getattr(saved, key))}, this config has "
+                                  f"{key}={show(getattr(ours, key))}"
+                                  + (" (a new run from these weights: init_from=<its ckpt.pt>)" if pattern else ""))
     saved_schedule = checkpoint.get("config", {}).get("block_schedule", "")
     if saved_schedule != block_schedule:  # a resumed run keeps its schedule, as it keeps its pattern
         raise CheckpointError(f"resume: {path} has block_schedule={saved_schedule!r}, "

@@ -138,6 +138,9 @@ def test_init_from_a_checkpoint_starts_a_new_run_under_another_pattern(char_data
     common = [*TINY, f"--data_dir={char_data}", "--max_iters=4"]
     source = str(tmp_path / "source")
     assert run_train(*common, "--block_types=tp", f"--out_dir={source}").returncode == 0
+    # resume continues the same run: another pattern is refused, naming both (init_from=<path> is the way)
+    assert_one_line_error(run_train(*common, "--block_types=spd", "--init_from=resume", f"--out_dir={source}"),
+                          "has block_types=tp x4,", "this config has block_types=spd x4", "init_from=<its ckpt.pt>")
     # zero-shot: the converted model, evaluated once
     new = str(tmp_path / "new")
     result = run_train(*common, f"--init_from={source}/ckpt.pt", "--block_types=parallel,spd", f"--out_dir={new}")
