@@ -136,7 +136,7 @@ def study(path, args):
             finetune(model, kinds, state, run_config, args.finetune_iters, data_dir, args.device, args.sample_seed)
             row["val_loss_ft"] = evaluate(model, sample, args.device)
         rows.append(row)
-        print(f"  {family:7s} {row['syncs']:3d} syncs {row['pattern']:40s} val {loss:.4f} (+{loss - base:.4f})"
+        print(f"  {family:7s} {row['syncs']:3d} syncs {row['pattern']:40s} val {loss:.4f} ({loss - base:+.4f})"
               + (f" fine-tuned {row['val_loss_ft']:.4f}" if args.finetune_iters else ""), flush=True)
     return dict(checkpoint=path, iter_num=iter_num, seed=run_config.get("seed"), base=base,
                 block_size=model_args["block_size"], eval_batches=args.eval_batches, batch_size=args.batch_size,
