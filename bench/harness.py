@@ -90,8 +90,9 @@ def record_differences(a, b):
     that differ at some step]). The runs must have logged the same iterations."""
     if [r["iter"] for r in a] != [r["iter"] for r in b]:
         raise ValueError("the runs logged different iterations")
-    floats = {key: max((abs(x[key] - y[key]) / max(1.0, abs(x[key])) for x, y in zip(a, b) if key in x), default=0.0)
-              for key in FLOAT_KEYS}
+    def gap(x, y):  # a None (a skipped step's gradient norm) matches only None
+        return (0.0 if x is y else math.inf) if x is None or y is None else abs(x - y) / max(1.0, abs(x))
+    floats = {key: max((gap(x[key], y.get(key)) for x, y in zip(a, b) if key in x), default=0.0) for key in FLOAT_KEYS}
     counts = [key for key in COUNT_KEYS if any(x.get(key) != y.get(key) for x, y in zip(a, b))]
     return floats, counts
 

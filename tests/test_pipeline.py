@@ -124,6 +124,9 @@ def test_record_differences_finds_what_differs():
     assert floats["train_loss"] == pytest.approx(0.0005) and floats["val_loss"] == pytest.approx(0.0002)
     assert floats["grad_norm"] == 0.0 and counts == ["packets_lost"]
     assert record_differences(a, a) == ({key: 0.0 for key in floats}, [])
+    skipped = [{"iter": 0, "grad_norm": None}]  # a non-finite step logs no norm: it must match only itself
+    assert record_differences(skipped, skipped)[0]["grad_norm"] == 0.0
+    assert record_differences(skipped, [{"iter": 0, "grad_norm": 1.0}])[0]["grad_norm"] == float("inf")
     with pytest.raises(ValueError, match="different iterations"):
         record_differences(a, a[:1])
 
