@@ -312,7 +312,7 @@ def start_log(log_path, resume_iter=None):
 def describe_run(device, processes):
     """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
     and a copy in every checkpoint): git commit and whether the tree had local changes,
-    package versions, device, command line."""
+    package versions, device and CPU kernel ISA, command line."""
     here = os.path.dirname(os.path.abspath(__file__))
 
     def git(*args):
@@ -333,5 +333,8 @@ def describe_run(device, processes):
             "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
             "versions": versions, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else platform.processor() or "cpu",
+            # the vector ISA torch's CPU kernels dispatch to (AVX2, AVX512, ...): another one rounds
+            # differently, so the same run on another machine drifts (bench/RESULTS.md)
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "processes": processes, "argv": sys.argv, "host": platform.node(),
             "started": datetime.datetime.now().isoformat(timespec="seconds")}

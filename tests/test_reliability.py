@@ -112,6 +112,7 @@ def test_run_info_traces_the_code(char_data, tmp_path):
     assert info["versions"]["torch"] == torch.__version__ and "numpy" in info["versions"]
     assert info["git_commit"] is None or len(info["git_commit"]) == 40
     assert info["git_dirty"] in (True, False, None) and info["argv"][0].endswith("train.py")
+    assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)["run_info"] == info
 
 
