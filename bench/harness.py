@@ -31,6 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The sync-count patterns (12 layers, TP=2) that every comparison covers: name -> block_types.
 PATTERNS = {"24comm": "tp", "12comm": "spd", "6comm": "parallel,spd", "2comm": "parallel*5,spd"}
 
+# The pipelined comparisons' patterns (12 layers): name -> (block_types, pp_split). The 24comm cut lies
+# between tp blocks, the others inside a run of parallel blocks, where pending partials d cross it.
+PIPELINE_CASES = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("parallel*5,spd", "3")}
+
 # The links the comparisons run over, as link config keys (links.LINK_DEFAULTS). 64-byte
 # packets and high loss rates, so that a short run of a narrow model loses many packets.
 LINKS = {

@@ -25,10 +25,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import LINKS, link_args, record_differences, records, run_train, torchrun  # noqa: E402
+from bench.harness import LINKS, PIPELINE_CASES, link_args, record_differences, records, run_train, torchrun  # noqa: E402
 
-# pattern -> (block_types, pp_split): 12 layers, the 24comm cut between tp blocks, the others inside parallel runs
-PATTERNS = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("parallel*5,spd", "3")}
+PATTERNS = PIPELINE_CASES  # pattern -> (block_types, pp_split), the cuts the tests use
 RUN_LINKS = {"lossless": "gpipe", "bernoulli": "1f1b"}  # link -> the schedule it runs under (both are covered)
 LAYOUTS = {  # name -> (plain processes, compared processes, extra args of the compared run)
     "threads": (1, 1, []),

@@ -7,12 +7,11 @@ hardest: inside a run of `parallel` blocks, where pending partials d cross the b
 
 import pytest
 
-from bench.harness import LINKS, link_args, record_differences, records, run_train, torchrun
+from bench.harness import LINKS, PIPELINE_CASES, link_args, record_differences, records, run_train, torchrun
 from conftest import SMALL, assert_one_line_error
 from pipeline import stage_bounds
 
-# n_layer=12; pp_split cuts inside a run of parallel blocks where there is one
-CASES = {"24comm": ("tp", "6"), "7comm": ("spd,parallel", "2"), "2comm": ("parallel*5,spd", "3")}
+CASES = PIPELINE_CASES  # n_layer=12; pp_split cuts inside a run of parallel blocks where there is one
 
 
 # The gradient norm is summed per stage, then over stages: another summation order than pp=1's, whose
