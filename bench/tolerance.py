@@ -11,8 +11,9 @@ interval (Bonferroni: confidence 1 - 0.05/m over the m settings). A config's tol
 largest Bernoulli rate (both passes) at or below which no rate has a resolved cost: every
 simultaneous interval includes 0. That is "no cost resolved at this many seeds", not "no cost":
 the interval's upper end bounds the cost the data allow. A setting that drops nothing (the `zero`
-Gilbert-Elliott preset) must pair to exactly 0; it is the control that the lossy code path
-itself changes no number.
+Gilbert-Elliott preset, or any lossy run whose packet counters saw no loss) is a control, not a
+hypothesis: it must pair to exactly 0 (the lossy code path itself changes no number), it stays
+out of the Holm family, and a control that does not pair to 0 makes the tool exit 1.
 """
 
 import argparse
@@ -50,13 +51,31 @@ def link_name(row):
     return f"ge-{row['ge_preset'] or 'custom'}{direction}"
 
 
-def tolerance_table(rows):
-    """[(config, link, stats, rate, both passes, bernoulli)], paired with the lossless run of the same config, seed and length."""
+def drops_nothing(row):
+    """A lossy run that lost no packet: the `zero` preset, or a run whose own counters saw no loss."""
+    observed = row.get("observed_loss_rate", "")
+    return row["ge_preset"] == "zero" or (observed not in ("", "nan") and float(observed) == 0.0)
+
+
+def controls_table(rows):
+    """[(config, link, paired differences)] for the lossy runs that dropped nothing: each must be exactly 0."""
     lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
     diffs = {}
     for r in rows:
         key = (r["config"], r["seed"], r["iters"])
-        if r["loss_model"] != "none" and key in lossless:
+        if r["loss_model"] != "none" and drops_nothing(r) and key in lossless:
+            diffs.setdefault((r["config"], link_name(r)), []).append(float(r["final_val_loss"]) - lossless[key])
+    return [(config, name, d) for (config, name), d in sorted(diffs.items())]
+
+
+def tolerance_table(rows):
+    """[(config, link, stats, rate, both passes, bernoulli)], paired with the lossless run of the same config, seed and
+    length; the controls (lossy runs that dropped nothing) are left to controls_table."""
+    lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
+    diffs = {}
+    for r in rows:
+        key = (r["config"], r["seed"], r["iters"])
+        if r["loss_model"] != "none" and not drops_nothing(r) and key in lossless:
             diffs.setdefault((r["config"], link_name(r), float(r["loss_rate"]), r["loss_fwd"] == r["loss_bwd"] == "True",
                               r["loss_model"] == "bernoulli"), []).append(float(r["final_val_loss"]) - lossless[key])
     table = [(config, name, paired_stats(d), rate, both, bern) for (config, name, rate, both, bern), d in diffs.items()]
@@ -99,7 +118,8 @@ def main():
     parser.add_argument("summary", help="experiment_summary.csv from bench/summarize.py")
     parser.add_argument("--plot", default="", help="write the paired cost vs loss rate plot here (.png)")
     args = parser.parse_args()
-    table = tolerance_table(read_rows(args.summary))
+    rows = read_rows(args.summary)
+    table, controls = tolerance_table(rows), controls_table(rows)
     if not table:
         fail(f"{args.summary}: no lossy run has a lossless run of the same config and seed to pair with")
     print(f"paired final val loss, lossy minus lossless (same config and seed); {CONFIDENCE:.0%} interval, "
@@ -121,8 +141,20 @@ def main():
             rate, s = tolerated
             print(f"| {os.path.basename(config)} | {rate:.2%} | {fmt(s['mean'])} | "
                   f"[{fmt(s['sim_low'])}, {fmt(s['sim_high'])}] |")
+    failed = []
+    if controls:
+        print("\n| config | control (drops nothing) | pairs | exactly 0 | largest difference |")
+        print("| --- | --- | ---: | --- | ---: |")
+        for config, name, d in controls:
+            exact = all(x == 0.0 for x in d)
+            failed += [] if exact else [f"{os.path.basename(config)} {name}"]
+            print(f"| {os.path.basename(config)} | {name} | {len(d)} | {'yes' if exact else 'NO'} | "
+                  f"{max(d, key=abs):+.3g} |")
     if args.plot:
         plot(table, args.plot)
+    if failed:
+        fail(f"control(s) {', '.join(failed)} dropped no packet yet differ from their lossless twins: the lossy code "
+             "path changed a number (or the pair ran on different machines; see bench/RESULTS.md)")
 
 
 def plot(table, path):

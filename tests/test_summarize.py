@@ -232,7 +232,8 @@ def test_summary_seeds_option_keeps_only_those_seeds(tmp_path):
 
 def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
-    0.3%; the `zero` control pairs to exactly 0; Holm and the simultaneous interval cover 3 settings."""
+    0.3%; the `zero` control pairs to exactly 0 and stays out of the Holm family (2 settings); a control
+    that does not pair to 0 fails the tool."""
     columns = ["kind", "status", "run", "config", "seed", "iters", "loss_model", "loss_rate", "ge_preset", "loss_fwd",
                "loss_bwd", "final_val_loss"]
     base = {1: 1.50, 2: 1.52, 3: 1.49, 4: 1.51}
@@ -254,11 +255,20 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
     assert "| 4 | +0.0005 |" in lines["bern0.003"] and lines["bern0.003"].endswith("| no |")
     assert "| 4 | +0.0115 |" in lines["bern0.01"] and lines["bern0.01"].endswith("| yes |")
-    assert "| 4 | +0.0000 |" in lines["ge-zero"]
+    assert "| a.py | ge-zero | 4 | yes | +0 |" in result.stdout and "Holm over 2 settings" in result.stdout
     # 1% Bernoulli: mean 0.0115, std 0.0012910, t = 17.816 on 3 df; closed form for 3 df:
-    # p = 1 - (2/pi) (atan(x) + x / (1 + x^2)), x = t/sqrt(3) -> 3.856e-4; the smallest of 3 p: Holm x3
-    assert "| 0.00116 |" in lines["bern0.01"]
+    # p = 1 - (2/pi) (atan(x) + x / (1 + x^2)), x = t/sqrt(3) -> 3.856e-4; the smaller of 2 p: Holm x2
+    assert "| 0.000771 |" in lines["bern0.01"]
     assert "| a.py | 0.30% | +0.0005 |" in result.stdout
+
+    rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    broken = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    assert broken.returncode == 1 and "| a.py | ge-zero | 4 | NO | +1e-07 |" in broken.stdout
+    assert_one_line_error(broken, "control(s) a.py ge-zero dropped no packet")
 
 
 def test_time_to_target_projects_measured_iterations(tmp_path):
