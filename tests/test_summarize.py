@@ -271,6 +271,24 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     assert_one_line_error(broken, "control(s) a.py ge-zero dropped no packet")
 
 
+def test_tolerance_corrected_and_uncorrected_stop_at_their_own_first_resolved_rate():
+    """tolerance.tolerances walks a config's Bernoulli rates upwards and stops at the first whose
+    interval excludes 0: with the simultaneous interval 1% is unresolved (tolerance 3% is not
+    reached because 3% is resolved), with the per-comparison 95% interval 1% is already resolved."""
+    import tolerance
+
+    def stats(ci, sim):
+        return dict(n=4, mean=(ci[0] + ci[1]) / 2, ci_low=ci[0], ci_high=ci[1], sim_low=sim[0], sim_high=sim[1])
+    table = [("a", "bern0.01", stats((0.005, 0.05), (-0.01, 0.07)), 0.01, True, True),  # rungs go by rate, not order
+             ("a", "bern0.003", stats((-0.01, 0.01), (-0.02, 0.02)), 0.003, True, True),
+             ("a", "bern0.03-fwd", stats((-0.5, -0.4), (-0.6, -0.3)), 0.03, False, True),  # one pass: not a rung
+             ("a", "bern0.03", stats((0.05, 0.09), (0.01, 0.13)), 0.03, True, True),
+             ("b", "bern0.003", stats((0.01, 0.02), (0.005, 0.03)), 0.003, True, True)]
+    assert tolerance.tolerances(table)["a"][0] == 0.01
+    assert tolerance.tolerances(table, ("ci_low", "ci_high"))["a"][0] == 0.003
+    assert tolerance.tolerances(table)["b"] is None
+
+
 def test_time_to_target_projects_measured_iterations(tmp_path):
     """bench/time_to_target.py on the fabricated runs. 24comm reaches dense's final x 1.01 at
     iterations 298, 291.8 and 299.2 (seeds 1-3; linear between the evals at 200 and 300), mean
