@@ -167,20 +167,35 @@ def main():
 
 
 def plot(table, path):
+    """Paired cost vs loss rate: Bernoulli on both passes as a line per config; forward-only loss
+    (triangle, at its forward rate) and Gilbert-Elliott (square, at its stationary rate) as single
+    points in the config's colour. Configs are nudged apart along x so their error bars do not overlap."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for config in dict.fromkeys(t[0] for t in table):
-        points = [(rate, s) for c, _, s, rate, both, bern in table if c == config and both and bern and s["ci_low"] is not None]
-        if points:
-            ax.errorbar([r * 100 for r, _ in points], [s["mean"] for _, s in points],
-                        yerr=[[s["mean"] - s["ci_low"] for _, s in points], [s["ci_high"] - s["mean"] for _, s in points]],
-                        fmt="o-", capsize=4, label=os.path.basename(config).removeprefix("train_").removesuffix(".py"))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    configs = list(dict.fromkeys(t[0] for t in table))
+    for k, config in enumerate(configs):
+        nudge = 1.0 + 0.06 * (k - (len(configs) - 1) / 2)
+        label = os.path.basename(config).removeprefix("train_").removesuffix(".py")
+        color = f"C{k}"
+        for marker, shift, keep, suffix in (("o-", 1.0, lambda both, bern: both and bern, ""),
+                                            ("^", 1.04, lambda both, bern: bern and not both, ", one pass"),
+                                            ("s", 0.96, lambda both, bern: not bern, ", Gilbert-Elliott")):
+            points = [(rate, s) for c, _, s, rate, both, bern in table
+                      if c == config and keep(both, bern) and s["ci_low"] is not None]
+            if points:
+                ax.errorbar([r * 100 * nudge * shift for r, _ in points], [s["mean"] for _, s in points],
+                            yerr=[[s["mean"] - s["ci_low"] for _, s in points], [s["ci_high"] - s["mean"] for _, s in points]],
+                            fmt=marker, color=color, capsize=4, label=label + suffix)
     ax.axhline(0.0, color="gray", lw=0.8)
-    ax.set(xscale="log", xlabel="Bernoulli packet loss rate (%), both passes",
+    rates = sorted({t[3] * 100 for t in table if t[5] and t[3] > 0})  # the Bernoulli rates
+    ax.set_xscale("log")
+    ax.set_xticks(rates, [f"{r:g}" for r in rates])
+    ax.minorticks_off()
+    ax.set(xlabel="packet loss rate (%): Bernoulli rate, or Gilbert-Elliott's stationary rate",
            ylabel="paired final val loss cost (nats)", title="Cost of packet loss, paired over seeds (95% CI)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

@@ -250,8 +250,9 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows(rows)
-    result = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    result = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--plot", str(tmp_path / "cost.png")])
     assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cost.png").stat().st_size > 0
     lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
     assert "| 4 | +0.0005 |" in lines["bern0.003"] and lines["bern0.003"].endswith("| no |")
     assert "| 4 | +0.0115 |" in lines["bern0.01"] and lines["bern0.01"].endswith("| yes |")
