@@ -7,10 +7,13 @@ its final val loss minus the lossless one's.
 
 Per (config, link setting): the paired differences' mean, their 95% interval (Student t), the
 paired t test's p and Holm's correction over every setting of the table, and a simultaneous
-interval (Bonferroni: confidence 1 - 0.05/m over the m settings). A config's tolerance is the
-largest Bernoulli rate (both passes) at or below which no rate has a resolved cost: every
-simultaneous interval includes 0. That is "no cost resolved at this many seeds", not "no cost":
-the interval's upper end bounds the cost the data allow. A setting that drops nothing (the `zero`
+interval (Bonferroni: confidence 1 - 0.05/m over the m settings). A cost is resolved when its
+Holm-adjusted p is below 0.05 (the rule of bench/summarize.py's verdicts). A config's tolerance is
+the largest Bernoulli rate (both passes) at or below which no rate has a resolved cost. That is
+"no cost resolved at this many seeds", not "no cost": the simultaneous interval's upper end bounds
+the cost the data allow. (Holm is step-down and so at least as strict as Bonferroni's intervals
+only for the smallest p: a cost can be resolved while its simultaneous interval still touches 0.)
+The same rule with each setting's own 95% interval (no correction) is shown beside it. A setting that drops nothing (the `zero`
 Gilbert-Elliott preset, or any lossy run whose packet counters saw no loss) is a control, not a
 hypothesis: it must pair to exactly 0 (the lossy code path itself changes no number), it stays
 out of the Holm family, and a control that does not pair to 0 makes the tool exit 1.
@@ -96,16 +99,22 @@ def paired_stats_at(stats, confidence):
     return stats["mean"] - half, stats["mean"] + half
 
 
-def tolerances(table, interval=("sim_low", "sim_high")):
-    """config -> (largest tolerated Bernoulli rate or None, its stats): every rate up to it has an
-    interval (simultaneous by default; ("ci_low", "ci_high") for the per-comparison 95%) that includes 0."""
-    low, high = interval
+def resolved(stats, corrected=True):
+    """Whether a paired cost is resolved from 0: Holm-adjusted p < 0.05, or (uncorrected) its own 95% interval
+    excludes 0. None where it cannot be told (fewer than 2 seeds)."""
+    if stats.get("p_holm") is None:
+        return None
+    return stats["p_holm"] < 1.0 - CONFIDENCE if corrected else not stats["ci_low"] <= 0.0 <= stats["ci_high"]
+
+
+def tolerances(table, corrected=True):
+    """config -> (largest tolerated Bernoulli rate or None, its stats): no rate up to it has a resolved cost."""
     out = {}
     for config in dict.fromkeys(t[0] for t in table):
         tolerated = None
         rungs = sorted((t for t in table if t[0] == config and t[4] and t[5]), key=lambda t: t[3])  # by rate
         for _, _, stats, rate, both, bern in rungs:
-            if stats.get(low) is None or not stats[low] <= 0.0 <= stats[high]:
+            if resolved(stats, corrected) is not False:
                 break
             tolerated = (rate, stats)
         out[config] = tolerated
@@ -127,21 +136,20 @@ def main():
         fail(f"{args.summary}: no lossy run has a lossless run of the same config and seed to pair with")
     print(f"paired final val loss, lossy minus lossless (same config and seed); {CONFIDENCE:.0%} interval, "
           f"Holm over {sum('p_holm' in t[2] for t in table)} settings, simultaneous (Bonferroni) interval\n")
-    print("| config | link | n | mean | 95% CI | p (Holm) | simultaneous CI | resolved |")
+    print("| config | link | n | mean | 95% CI | p (Holm) | simultaneous CI | resolved (Holm p < 0.05) |")
     print("| --- | --- | ---: | ---: | --- | ---: | --- | --- |")
     for config, name, s, *_ in table:
         ci = f"[{fmt(s['ci_low'])}, {fmt(s['ci_high'])}]" if s["ci_low"] is not None else ""
         sim = f"[{fmt(s.get('sim_low'))}, {fmt(s.get('sim_high'))}]" if "sim_low" in s else ""
-        resolved = "" if "sim_low" not in s else ("no" if s["sim_low"] <= 0 <= s["sim_high"] else "yes")
+        verdict = {None: "", True: "yes", False: "no"}[resolved(s)]
         print(f"| {os.path.basename(config)} | {name} | {s['n']} | {fmt(s['mean'])} | {ci} | "
-              f"{fmt(s.get('p_holm'), '.3g')} | {sim} | {resolved} |")
-    # the tolerance is the corrected one (every simultaneous interval up to the rate includes 0); the
-    # per-comparison column is the same rule at 95% per setting, shown so a reader sees how much the
-    # correction decides
-    print("\n| config | largest Bernoulli rate with no resolved cost (corrected) | its paired mean | its simultaneous CI "
+              f"{fmt(s.get('p_holm'), '.3g')} | {sim} | {verdict} |")
+    # the tolerance is the corrected one (no Holm-resolved cost up to the rate); the per-comparison
+    # column is the same rule at 95% per setting, shown so a reader sees how much the correction decides
+    print("\n| config | largest Bernoulli rate with no resolved cost (Holm) | its paired mean | its simultaneous CI "
           "| same, uncorrected 95% | its 95% CI |")
     print("| --- | ---: | ---: | --- | ---: | --- |")
-    uncorrected = tolerances(table, ("ci_low", "ci_high"))
+    uncorrected = tolerances(table, corrected=False)
     none = "none (the smallest rate's cost is resolved, or n < 2)"
     for config, tolerated in tolerances(table).items():
         corrected = f"{none} | | " if tolerated is None else \

@@ -273,21 +273,22 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
 
 
 def test_tolerance_corrected_and_uncorrected_stop_at_their_own_first_resolved_rate():
-    """tolerance.tolerances walks a config's Bernoulli rates upwards and stops at the first whose
-    interval excludes 0: with the simultaneous interval 1% is unresolved (tolerance 3% is not
-    reached because 3% is resolved), with the per-comparison 95% interval 1% is already resolved."""
+    """tolerance.tolerances walks a config's Bernoulli rates upwards and stops at the first resolved
+    one: by Holm (p_holm < 0.05) 1% is unresolved and 3% resolved, so 1%; by each setting's own 95%
+    interval 1% is already resolved, so 0.3%. A rate with n < 2 cannot be told: the walk stops there."""
     import tolerance
 
-    def stats(ci, sim):
-        return dict(n=4, mean=(ci[0] + ci[1]) / 2, ci_low=ci[0], ci_high=ci[1], sim_low=sim[0], sim_high=sim[1])
-    table = [("a", "bern0.01", stats((0.005, 0.05), (-0.01, 0.07)), 0.01, True, True),  # rungs go by rate, not order
-             ("a", "bern0.003", stats((-0.01, 0.01), (-0.02, 0.02)), 0.003, True, True),
-             ("a", "bern0.03-fwd", stats((-0.5, -0.4), (-0.6, -0.3)), 0.03, False, True),  # one pass: not a rung
-             ("a", "bern0.03", stats((0.05, 0.09), (0.01, 0.13)), 0.03, True, True),
-             ("b", "bern0.003", stats((0.01, 0.02), (0.005, 0.03)), 0.003, True, True)]
+    def stats(ci, p_holm):
+        return dict(n=4, mean=(ci[0] + ci[1]) / 2, ci_low=ci[0], ci_high=ci[1], p_holm=p_holm)
+    table = [("a", "bern0.01", stats((0.005, 0.05), 0.06), 0.01, True, True),  # rungs go by rate, not order
+             ("a", "bern0.003", stats((-0.01, 0.01), 0.9), 0.003, True, True),
+             ("a", "bern0.03-fwd", stats((-0.5, -0.4), 0.001), 0.03, False, True),  # one pass: not a rung
+             ("a", "bern0.03", stats((0.05, 0.09), 0.04), 0.03, True, True),
+             ("b", "bern0.003", stats((0.01, 0.02), 0.01), 0.003, True, True),
+             ("c", "bern0.003", dict(n=1, mean=0.0, ci_low=None, ci_high=None), 0.003, True, True)]
     assert tolerance.tolerances(table)["a"][0] == 0.01
-    assert tolerance.tolerances(table, ("ci_low", "ci_high"))["a"][0] == 0.003
-    assert tolerance.tolerances(table)["b"] is None
+    assert tolerance.tolerances(table, corrected=False)["a"][0] == 0.003
+    assert tolerance.tolerances(table)["b"] is None and tolerance.tolerances(table)["c"] is None
 
 
 def test_time_to_target_projects_measured_iterations(tmp_path):
