@@ -60,28 +60,31 @@ def drops_nothing(row):
     return row["ge_preset"] == "zero" or (observed not in ("", "nan") and float(observed) == 0.0)
 
 
-def controls_table(rows):
-    """[(config, link, paired differences)] for the lossy runs that dropped nothing: each must be exactly 0."""
+def paired_costs(rows, controls=False):
+    """{(config, link, rate, both passes, bernoulli): {(seed, iters): lossy minus lossless final val loss}}: each
+    lossy run paired with the lossless run of the same config, seed and length. controls=True: only the runs that
+    dropped nothing; False: only the others."""
     lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
-    diffs = {}
+    costs = {}
     for r in rows:
         key = (r["config"], r["seed"], r["iters"])
-        if r["loss_model"] != "none" and drops_nothing(r) and key in lossless:
-            diffs.setdefault((r["config"], link_name(r)), []).append(float(r["final_val_loss"]) - lossless[key])
-    return [(config, name, d) for (config, name), d in sorted(diffs.items())]
+        if r["loss_model"] != "none" and drops_nothing(r) == controls and key in lossless:
+            link = (r["config"], link_name(r), float(r["loss_rate"]), r["loss_fwd"] == r["loss_bwd"] == "True",
+                    r["loss_model"] == "bernoulli")
+            costs.setdefault(link, {})[key[1:]] = float(r["final_val_loss"]) - lossless[key]
+    return costs
+
+
+def controls_table(rows):
+    """[(config, link, paired differences)] for the lossy runs that dropped nothing: each must be exactly 0."""
+    return sorted((config, name, list(d.values())) for (config, name, *_), d in paired_costs(rows, controls=True).items())
 
 
 def tolerance_table(rows):
-    """[(config, link, stats, rate, both passes, bernoulli)], paired with the lossless run of the same config, seed and
-    length; the controls (lossy runs that dropped nothing) are left to controls_table."""
-    lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
-    diffs = {}
-    for r in rows:
-        key = (r["config"], r["seed"], r["iters"])
-        if r["loss_model"] != "none" and not drops_nothing(r) and key in lossless:
-            diffs.setdefault((r["config"], link_name(r), float(r["loss_rate"]), r["loss_fwd"] == r["loss_bwd"] == "True",
-                              r["loss_model"] == "bernoulli"), []).append(float(r["final_val_loss"]) - lossless[key])
-    table = [(config, name, paired_stats(d), rate, both, bern) for (config, name, rate, both, bern), d in diffs.items()]
+    """[(config, link, stats, rate, both passes, bernoulli)] of the paired costs; the controls (lossy runs that
+    dropped nothing) are left to controls_table. Holm and the simultaneous interval over every setting."""
+    table = [(config, name, paired_stats(list(d.values())), rate, both, bern)
+             for (config, name, rate, both, bern), d in paired_costs(rows).items()]
     table.sort(key=lambda t: (t[0], not t[5], t[3], t[1]))
     tested = [k for k, t in enumerate(table) if t[2]["p"] is not None]
     adjusted = holm([table[k][2]["p"] for k in tested])
@@ -91,6 +94,34 @@ def tolerance_table(rows):
         simultaneous = paired_stats_at(stats, 1.0 - (1.0 - CONFIDENCE) / m)
         stats.update(p_holm=p_holm, sim_low=simultaneous[0], sim_high=simultaneous[1])
     return table
+
+
+def contrasts(costs, reference):
+    """[(question, contrast, stats)]: one paired cost minus another, seed by seed over the seeds both have, Holm
+    over the list (a family of its own, apart from the costs). Three questions the sweep's design answers:
+    what loss on the backward pass adds (both passes minus forward only, same rate); what burstiness adds
+    (Gilbert-Elliott minus Bernoulli at the same rate within 5%, both passes); and whether a config with fewer
+    syncs pays more or less for the same link (its cost minus the reference config's)."""
+    out = []
+
+    def add(question, label, a, b):
+        seeds = sorted(a.keys() & b.keys())
+        if len(seeds) >= 2:
+            out.append([question, label, paired_stats([a[s] - b[s] for s in seeds])])
+    for (config, name, rate, both, bern), cost in costs.items():
+        short = os.path.basename(config)
+        if bern and both and (config, f"{name}-fwd", rate, False, True) in costs:
+            add("backward-pass loss", f"{short}: {name} - {name}-fwd", cost, costs[config, f"{name}-fwd", rate, False, True])
+        if not bern and both:
+            for (c, other, r, b, is_bern), bern_cost in costs.items():
+                if c == config and is_bern and b and abs(r - rate) <= 0.05 * rate:
+                    add("burstiness", f"{short}: {name} - {other}", cost, bern_cost)
+        if config != reference and (reference, name, rate, both, bern) in costs:
+            add("fewer syncs", f"{short} - {os.path.basename(reference)}: {name}", cost, costs[reference, name, rate, both, bern])
+    adjusted = holm([c[2]["p"] for c in out])
+    for c, p_holm in zip(out, adjusted):
+        c[2]["p_holm"] = p_holm
+    return sorted(out, key=lambda c: (c[0], c[1]))
 
 
 def paired_stats_at(stats, confidence):
@@ -129,8 +160,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("summary", help="experiment_summary.csv from bench/summarize.py")
     parser.add_argument("--plot", default="", help="write the paired cost vs loss rate plot here (.png)")
+    parser.add_argument("--reference", default="", help="config the others' costs are compared with "
+                        "(default: the one with the most sync points), e.g. config/train_shakespeare_char_24comm.py")
     args = parser.parse_args()
     rows = read_rows(args.summary)
+    syncs = {r["config"]: int(r["sync_points"]) for r in rows}
+    reference = args.reference or max(syncs, key=syncs.get)
+    if reference not in syncs:
+        fail(f"--reference {reference!r} is not a config of {args.summary}; there: {', '.join(sorted(syncs))}")
     table, controls = tolerance_table(rows), controls_table(rows)
     if not table:
         fail(f"{args.summary}: no lossy run has a lossless run of the same config and seed to pair with")
@@ -158,6 +195,14 @@ def main():
         per_comparison = f"{none} | " if loose is None else \
             f"{loose[0]:.2%} | [{fmt(loose[1]['ci_low'])}, {fmt(loose[1]['ci_high'])}]"
         print(f"| {os.path.basename(config)} | {corrected} | {per_comparison} |")
+    found = contrasts(paired_costs(rows), reference)
+    if found:
+        print(f"\nContrasts, seed by seed (one paired cost minus another; Holm over these {len(found)}, a family of its own):\n")
+        print("| question | contrast | n | mean | 95% CI | p (Holm) |")
+        print("| --- | --- | ---: | ---: | --- | ---: |")
+        for question, label, s in found:
+            print(f"| {question} | {label} | {s['n']} | {fmt(s['mean'])} | [{fmt(s['ci_low'])}, {fmt(s['ci_high'])}] | "
+                  f"{fmt(s['p_holm'], '.3g')} |")
     failed = []
     if controls:
         print("\n| config | control (drops nothing) | pairs | exactly 0 | largest difference |")

@@ -234,12 +234,12 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
     0.3%; the `zero` control pairs to exactly 0 and stays out of the Holm family (2 settings); a control
     that does not pair to 0 fails the tool."""
-    columns = ["kind", "status", "run", "config", "seed", "iters", "loss_model", "loss_rate", "ge_preset", "loss_fwd",
-               "loss_bwd", "final_val_loss"]
+    columns = ["kind", "status", "run", "config", "seed", "iters", "sync_points", "loss_model", "loss_rate", "ge_preset",
+               "loss_fwd", "loss_bwd", "final_val_loss"]
     base = {1: 1.50, 2: 1.52, 3: 1.49, 4: 1.51}
     lossy = {("bernoulli", 0.003): [0.001, -0.001, 0.002, 0.0], ("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
              ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]}
-    rows = [dict(kind="run", status="done", run=f"a-s{seed}", config="config/a.py", seed=seed, iters=600,
+    rows = [dict(kind="run", status="done", run=f"a-s{seed}", config="config/a.py", seed=seed, iters=600, sync_points=24,
                  loss_model="none", loss_rate=0.0, ge_preset="", loss_fwd=True, loss_bwd=True, final_val_loss=loss)
             for seed, loss in base.items()]
     for (model, rate), diffs in lossy.items():
@@ -289,6 +289,30 @@ def test_tolerance_corrected_and_uncorrected_stop_at_their_own_first_resolved_ra
     assert tolerance.tolerances(table)["a"][0] == 0.01
     assert tolerance.tolerances(table, corrected=False)["a"][0] == 0.003
     assert tolerance.tolerances(table)["b"] is None and tolerance.tolerances(table)["c"] is None
+
+
+def test_tolerance_contrasts_difference_two_paired_costs_seed_by_seed():
+    """tolerance.contrasts on hand-made paired costs: both passes minus forward only (same rate),
+    Gilbert-Elliott minus the Bernoulli rate within 5% of its stationary rate (0.0099 vs 0.01, not
+    0.03), and config b minus the reference a under the same link, over the seeds both have; Holm
+    over the 4 contrasts (none from a single seed)."""
+    import tolerance
+    a, b = "config/a.py", "config/b.py"
+    costs = {(a, "bern0.01", 0.01, True, True): {1: 0.02, 2: 0.03, 3: 0.01},
+             (a, "bern0.03", 0.03, True, True): {1: 0.05, 2: 0.07, 3: 0.06},
+             (a, "bern0.03-fwd", 0.03, False, True): {1: 0.03, 2: 0.03, 3: 0.05},
+             (a, "ge-bursty", 0.0099, True, False): {1: 0.03, 2: 0.03, 3: 0.03},
+             (b, "bern0.03", 0.03, True, True): {1: 0.09, 2: 0.10, 4: 0.50},  # seed 4 has no pair in a
+             (b, "bern0.03-fwd", 0.03, False, True): {1: 0.04},  # one seed: no contrast
+             (b, "bern0.01", 0.01, True, True): {1: 0.02, 2: 0.02, 3: 0.02}}
+    found = {label: stats for _, label, stats in tolerance.contrasts(costs, a)}
+    assert sorted(found) == ["a.py: bern0.03 - bern0.03-fwd", "a.py: ge-bursty - bern0.01", "b.py - a.py: bern0.01",
+                             "b.py - a.py: bern0.03"]
+    assert found["a.py: bern0.03 - bern0.03-fwd"]["mean"] == pytest.approx(0.07 / 3)  # 0.02, 0.04, 0.01
+    assert found["a.py: ge-bursty - bern0.01"]["mean"] == pytest.approx(0.01)  # 0.01, 0.00, 0.02
+    assert found["b.py - a.py: bern0.03"]["n"] == 2 and found["b.py - a.py: bern0.03"]["mean"] == pytest.approx(0.035)
+    raw = sorted(s["p"] for s in found.values())
+    assert sorted(s["p_holm"] for s in found.values())[0] == pytest.approx(min(1.0, 4 * raw[0]))
 
 
 def test_time_to_target_projects_measured_iterations(tmp_path):
