@@ -262,6 +262,9 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     assert "| 0.000771 |" in lines["bern0.01"]
     assert "| a.py | 0.30% | +0.0005 |" in result.stdout
 
+    wrong = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--reference=config/b.py"])
+    assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
+
     rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, columns)
