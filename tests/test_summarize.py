@@ -265,6 +265,13 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     wrong = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--reference=config/b.py"])
     assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
 
+    with open(path, "w", newline="") as f:  # without the resolved 1%: every rate tested is unresolved
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["loss_rate"] != 0.01)
+    only_small = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    assert "| a.py | >= 0.30% (none resolved) | +0.0005 |" in only_small.stdout, only_small.stdout
+
     rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, columns)
