@@ -21,6 +21,7 @@ out of the Holm family, and a control that does not pair to 0 makes the tool exi
 
 import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -152,6 +153,25 @@ def tolerances(table, corrected=True):
     return out
 
 
+def read_floor(path):
+    """The noise floor's half-width: the largest |same-seed dense - 24comm difference| in noise_floor.json."""
+    try:
+        with open(path) as f:
+            entries = json.load(f)
+        return max(entry["max_abs"] for entry in entries)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"--noise_floor {path}: not a noise_floor.json from bench/summarize.py ({type(e).__name__}: {e})")
+
+
+def inside_floor(stats, floor):
+    """The table's last cell: whether the cost's 95% interval lies inside +-floor ('' without a floor)."""
+    if floor is None:
+        return ""
+    if stats["ci_low"] is None:
+        return " |"
+    return " yes |" if max(abs(stats["ci_low"]), abs(stats["ci_high"])) <= floor else " no |"
+
+
 def fmt(x, spec="+.4f"):
     return "" if x is None else format(x, spec)
 
@@ -160,6 +180,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("summary", help="experiment_summary.csv from bench/summarize.py")
     parser.add_argument("--plot", default="", help="write the paired cost vs loss rate plot here (.png)")
+    parser.add_argument("--noise_floor", default="", help="noise_floor.json from bench/summarize.py (e.g. "
+                        "bench/study_8seeds/noise_floor.json): say which costs' 95%% intervals lie inside it")
     parser.add_argument("--reference", default="", help="config the others' costs are compared with "
                         "(default: the one with the most sync points), e.g. config/train_shakespeare_char_24comm.py")
     args = parser.parse_args()
@@ -168,19 +190,24 @@ def main():
     reference = args.reference or max(syncs, key=syncs.get)
     if reference not in syncs:
         fail(f"--reference {reference!r} is not a config of {args.summary}; there: {', '.join(sorted(syncs))}")
+    floor = read_floor(args.noise_floor) if args.noise_floor else None
     table, controls = tolerance_table(rows), controls_table(rows)
     if not table:
         fail(f"{args.summary}: no lossy run has a lossless run of the same config and seed to pair with")
     print(f"paired final val loss, lossy minus lossless (same config and seed); {CONFIDENCE:.0%} interval, "
           f"Holm over {sum('p_holm' in t[2] for t in table)} settings, simultaneous (Bonferroni) interval\n")
-    print("| config | link | n | mean | 95% CI | p (Holm) | simultaneous CI | resolved (Holm p < 0.05) |")
-    print("| --- | --- | ---: | ---: | --- | ---: | --- | --- |")
+    if floor is not None:
+        print(f"noise floor: same-seed dense vs 24comm differences reach +-{floor:.4f} ({args.noise_floor}); a cost whose "
+              "95% CI lies inside it is 'inside the floor' (bench/summarize.py's rule)\n")
+    print("| config | link | n | mean | 95% CI | p (Holm) | simultaneous CI | resolved (Holm p < 0.05) |"
+          + (" 95% CI inside the noise floor |" if floor is not None else ""))
+    print("| --- | --- | ---: | ---: | --- | ---: | --- | --- |" + (" --- |" if floor is not None else ""))
     for config, name, s, *_ in table:
         ci = f"[{fmt(s['ci_low'])}, {fmt(s['ci_high'])}]" if s["ci_low"] is not None else ""
         sim = f"[{fmt(s.get('sim_low'))}, {fmt(s.get('sim_high'))}]" if "sim_low" in s else ""
         verdict = {None: "", True: "yes", False: "no"}[resolved(s)]
         print(f"| {os.path.basename(config)} | {name} | {s['n']} | {fmt(s['mean'])} | {ci} | "
-              f"{fmt(s.get('p_holm'), '.3g')} | {sim} | {verdict} |")
+              f"{fmt(s.get('p_holm'), '.3g')} | {sim} | {verdict} |" + inside_floor(s, floor))
     # the tolerance is the corrected one (no Holm-resolved cost up to the rate); the per-comparison
     # column is the same rule at 95% per setting, shown so a reader sees how much the correction decides
     print("\n| config | largest Bernoulli rate with no resolved cost (Holm) | its paired mean | its simultaneous CI "

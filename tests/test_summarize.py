@@ -262,6 +262,13 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
     assert "| 0.000771 |" in lines["bern0.01"]
     assert "| a.py | 0.30% | +0.0005 |" in result.stdout
 
+    floor = tmp_path / "noise_floor.json"  # 0.3%: 95% CI [-0.0016, +0.0026] inside +-0.005; 1% outside
+    floor.write_text(json.dumps([{"dense": "a", "tp": "a", "max_abs": 0.005}]))
+    with_floor = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), f"--noise_floor={floor}"])
+    cells = {line.split("|")[2].strip(): line for line in with_floor.stdout.splitlines() if line.startswith("| a.py")}
+    assert cells["bern0.003"].endswith("| no | yes |") and cells["bern0.01"].endswith("| yes | no |")
+    not_floor = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), f"--noise_floor={path}"])
+    assert_one_line_error(not_floor, "--noise_floor", "not a noise_floor.json")
     wrong = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--reference=config/b.py"])
     assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
 

@@ -10,7 +10,8 @@
 # Summarize this sweep on its own (its lossless runs are the pairs):
 #   python bench/sweep.py bench/sweeps/char_loss_sweep_4seeds.py --slots 2
 #   python bench/summarize.py runs/char_loss_sweep_4seeds --out bench/loss_sweep
-#   python bench/tolerance.py bench/loss_sweep/experiment_summary.csv
+#   python bench/tolerance.py bench/loss_sweep/experiment_summary.csv --plot bench/loss_sweep/tolerance.png \
+#       --noise_floor bench/study_8seeds/noise_floor.json
 name = "char_loss_sweep_4seeds"
 configs = [f"config/train_shakespeare_char_{n}comm.py" for n in (24, 12, 2)]
 seeds = [1, 2, 3, 4]
