@@ -101,8 +101,8 @@ def contrasts(costs, reference):
     """[(question, contrast, stats)]: one paired cost minus another, seed by seed over the seeds both have, Holm
     over the list (a family of its own, apart from the costs). Three questions the sweep's design answers:
     what loss on the backward pass adds (both passes minus forward only, same rate); what burstiness adds
-    (Gilbert-Elliott minus Bernoulli at the same rate within 5%, both passes); and whether a config with fewer
-    syncs pays more or less for the same link (its cost minus the reference config's)."""
+    (Gilbert-Elliott minus Bernoulli at the same rate within 5%, both passes); and whether another sync pattern
+    pays more or less for the same link than the reference config (its cost minus the reference's)."""
     out = []
 
     def add(question, label, a, b):
@@ -118,7 +118,7 @@ def contrasts(costs, reference):
                 if c == config and is_bern and b and abs(r - rate) <= 0.05 * rate:
                     add("burstiness", f"{short}: {name} - {other}", cost, bern_cost)
         if config != reference and (reference, name, rate, both, bern) in costs:
-            add("fewer syncs", f"{short} - {os.path.basename(reference)}: {name}", cost, costs[reference, name, rate, both, bern])
+            add("vs the reference config", f"{short} - {os.path.basename(reference)}: {name}", cost, costs[reference, name, rate, both, bern])
     adjusted = holm([c[2]["p"] for c in out])
     for c, p_holm in zip(out, adjusted):
         c[2]["p_holm"] = p_holm
