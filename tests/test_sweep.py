@@ -1,15 +1,45 @@
-import pytest
 """bench/sweep.py and bench/summarize.py on tiny runs: CSV rows, plots, skipping, resuming."""
 
 import csv
+import glob
 import json
 import os
 import sys
+
+import pytest
 
 from bench.harness import run, run_train
 from conftest import ROOT, TINY
 
 SWEEP = os.path.join(ROOT, "bench", "sweep.py")
+COMMITTED_SWEEPS = sorted(glob.glob(os.path.join(ROOT, "bench", "sweeps", "*.py")))
+
+
+@pytest.mark.parametrize("path", COMMITTED_SWEEPS, ids=os.path.basename)
+def test_every_committed_sweep_file_still_plans(path, tmp_path, monkeypatch):
+    """A committed sweep file is the record of a study and the command that reruns it: its keys, its
+    config files and every override must still pass train.py's validation, so that a renamed config
+    key fails here instead of after the first hours of a rerun."""
+    from bench import sweep as sweeps
+    monkeypatch.chdir(ROOT)  # sweep files name configs relative to the repo, as the README runs them
+    try:
+        study = sweeps.load_sweep(path)
+        runs = sweeps.plan(study, str(tmp_path))
+    except SystemExit as e:  # sweep.py's one-line errors
+        pytest.fail(f"{os.path.basename(path)}: {e}")
+    assert len(runs) == len(study["configs"]) * len(study["settings"]) * len(study["seeds"])
+    assert not os.listdir(tmp_path)  # planning creates nothing
+
+
+def test_a_sweep_file_with_a_stale_override_fails_to_plan(tmp_path, monkeypatch):
+    """The check above can fail: an override that train.py no longer knows is sweep.py's one-line error."""
+    from bench import sweep as sweeps
+    monkeypatch.chdir(ROOT)
+    stale = tmp_path / "stale.py"
+    stale.write_text('name = "stale"\nconfigs = ["config/train_shakespeare_char_24comm.py"]\n'
+                     'settings = {"bern": {"loss_model": "bernoulli", "drop_rate": 0.01}}\n')
+    with pytest.raises(SystemExit, match="unknown config key 'drop_rate'"):
+        sweeps.plan(sweeps.load_sweep(str(stale)), str(tmp_path / "runs"))
 
 
 def write_sweep(tmp_path, char_data):
