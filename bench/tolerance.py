@@ -17,6 +17,13 @@ The same rule with each setting's own 95% interval (no correction) is shown besi
 Gilbert-Elliott preset, or any lossy run whose packet counters saw no loss) is a control, not a
 hypothesis: it must pair to exactly 0 (the lossy code path itself changes no number), it stays
 out of the Holm family, and a control that does not pair to 0 makes the tool exit 1.
+
+--plan adds, for every unresolved cost and contrast, the seeds a follow-up would need to resolve
+one as large as the observed mean with 80% power, given the observed seed-to-seed std (bench/power.py):
+as a single pre-registered hypothesis, and in a family as large as this one. A planning aid for
+the next study; it says nothing about this one's unresolved costs. An observed mean is a noisy
+guess of the true cost (and the largest of many, selected for being large, an inflated one): where
+a smallest cost worth detecting is known, plan for it with bench/power.py --effect.
 """
 
 import argparse
@@ -27,6 +34,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from power import seeds_needed  # noqa: E402
 from summarize import CONFIDENCE, holm, paired_stats, t_quantile  # noqa: E402
 
 
@@ -184,6 +192,8 @@ def main():
                         "bench/study_8seeds/noise_floor.json): say which costs' 95%% intervals lie inside it")
     parser.add_argument("--reference", default="", help="config the others' costs are compared with "
                         "(default: the one with the most sync points), e.g. config/train_shakespeare_char_24comm.py")
+    parser.add_argument("--plan", action="store_true", help="also print the seeds a follow-up needs to resolve each "
+                        "unresolved cost or contrast as large as observed, with 80%% power (bench/power.py)")
     args = parser.parse_args()
     rows = read_rows(args.summary)
     syncs = {r["config"]: int(r["sync_points"]) for r in rows}
@@ -236,6 +246,8 @@ def main():
         for question, label, s in found:
             print(f"| {question} | {label} | {s['n']} | {fmt(s['mean'])} | [{fmt(s['ci_low'])}, {fmt(s['ci_high'])}] | "
                   f"{fmt(s['p_holm'], '.3g')} |")
+    if args.plan:
+        print_plan(table, found)
     failed = []
     if controls:
         print("\n| config | control (drops nothing) | pairs | exactly 0 | largest difference |")
@@ -250,6 +262,22 @@ def main():
     if failed:
         fail(f"control(s) {', '.join(failed)} dropped no packet yet differ from their lossless twins: the lossy code "
              "path changed a number (or the pair ran on different machines; see bench/RESULTS.md)")
+
+
+def print_plan(table, found, power=0.8):
+    """Seeds to resolve each unresolved cost and contrast if its true size were the observed mean (planning)."""
+    unresolved = [(f"{os.path.basename(c)}: {name}", s, len(table)) for c, name, s, *_ in table if resolved(s) is False]
+    unresolved += [(label, s, len(found)) for _, label, s in found if s["p_holm"] >= 1.0 - CONFIDENCE]
+    if not unresolved:
+        return
+    print(f"\nPlanning a follow-up (not a result): the seeds at which a paired t test resolves a cost as large as "
+          f"the observed mean, with the observed std, with probability {power:g} (bench/power.py)\n")
+    print("| cost or contrast | observed mean | observed std | seeds, one hypothesis | seeds, in a family this size |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for label, s, family in unresolved:
+        alone, in_family = (seeds_needed(s["mean"], s["std"], m, power) for m in (1, family))
+        print(f"| {label} | {fmt(s['mean'])} | {fmt(s['std'], '.4f')} | {alone or '> 10,000'} | "
+              f"{in_family or '> 10,000'} (of {family}) |")
 
 
 def plot(table, path):
