@@ -44,10 +44,10 @@ def seeds_needed(effect, std, family=1, power=0.8, max_seeds=10_000):
         return None
     if std == 0:
         return 2  # no spread: two seeds show the difference exactly
-    if power_at(max_seeds, effect, std, family) < power:
-        return None
     low, high = 1, 2  # power_at(low) < power <= power_at(high) once the doubling stops
     while power_at(high, effect, std, family) < power:
+        if high == max_seeds:
+            return None
         low, high = high, min(2 * high, max_seeds)
     while high - low > 1:
         middle = (low + high) // 2

@@ -267,7 +267,7 @@ def main():
 def print_plan(table, found, power=0.8):
     """Seeds to resolve each unresolved cost and contrast if its true size were the observed mean (planning)."""
     unresolved = [(f"{os.path.basename(c)}: {name}", s, len(table)) for c, name, s, *_ in table if resolved(s) is False]
-    unresolved += [(label, s, len(found)) for _, label, s in found if s["p_holm"] >= 1.0 - CONFIDENCE]
+    unresolved += [(label, s, len(found)) for _, label, s in found if resolved(s) is False]
     if not unresolved:
         return
     print(f"\nPlanning a follow-up (not a result): the seeds at which a paired t test resolves a cost as large as "

@@ -230,27 +230,44 @@ def test_summary_seeds_option_keeps_only_those_seeds(tmp_path):
     assert_one_line_error(none, "no runs of seeds [9]")
 
 
-def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
-    """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
-    0.3%; the `zero` control pairs to exactly 0 and stays out of the Holm family (2 settings); a control
-    that does not pair to 0 fails the tool."""
-    columns = ["kind", "status", "run", "config", "seed", "iters", "sync_points", "loss_model", "loss_rate", "ge_preset",
-               "loss_fwd", "loss_bwd", "final_val_loss"]
-    base = {1: 1.50, 2: 1.52, 3: 1.49, 4: 1.51}
-    lossy = {("bernoulli", 0.003): [0.001, -0.001, 0.002, 0.0], ("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
-             ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]}
+TOLERANCE = os.path.join(ROOT, "bench", "tolerance.py")
+TOLERANCE_COLUMNS = ["kind", "status", "run", "config", "seed", "iters", "sync_points", "loss_model", "loss_rate",
+                     "ge_preset", "loss_fwd", "loss_bwd", "final_val_loss"]
+
+
+LOSSLESS_LOSSES = {1: 1.50, 2: 1.52, 3: 1.49, 4: 1.51}  # seed -> final val loss of config/a.py's lossless runs
+
+
+def tolerance_rows(lossy, base=LOSSLESS_LOSSES):
+    """Summary run rows of one config, config/a.py: a lossless run per seed (final val loss `base`) and,
+    per (loss model, rate) of `lossy`, a run per seed at the lossless loss plus the given difference
+    (rate 0: the `zero` Gilbert-Elliott preset)."""
     rows = [dict(kind="run", status="done", run=f"a-s{seed}", config="config/a.py", seed=seed, iters=600, sync_points=24,
                  loss_model="none", loss_rate=0.0, ge_preset="", loss_fwd=True, loss_bwd=True, final_val_loss=loss)
             for seed, loss in base.items()]
     for (model, rate), diffs in lossy.items():
         rows += [dict(rows[k], loss_model=model, loss_rate=rate, ge_preset="zero" if rate == 0 else "",
                       final_val_loss=base[k + 1] + d) for k, d in enumerate(diffs)]
-    path = tmp_path / "summary.csv"
+    return rows
+
+
+def write_rows(path, rows):
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, columns)
+        writer = csv.DictWriter(f, TOLERANCE_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    result = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--plot", str(tmp_path / "cost.png")])
+
+
+def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
+    """bench/tolerance.py on hand-made run rows: 0.3% unresolved, 1% resolved, so the tolerance is
+    0.3%; the `zero` control pairs to exactly 0 and stays out of the Holm family (2 settings); a control
+    that does not pair to 0 fails the tool."""
+    rows = tolerance_rows({("bernoulli", 0.003): [0.001, -0.001, 0.002, 0.0],
+                           ("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
+                           ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]})
+    path = tmp_path / "summary.csv"
+    write_rows(path, rows)
+    result = run([sys.executable, TOLERANCE, str(path), "--plot", str(tmp_path / "cost.png")])
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cost.png").stat().st_size > 0
     lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
@@ -264,29 +281,37 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
 
     floor = tmp_path / "noise_floor.json"  # 0.3%: 95% CI [-0.0016, +0.0026] inside +-0.005; 1% outside
     floor.write_text(json.dumps([{"dense": "a", "tp": "a", "max_abs": 0.005}]))
-    with_floor = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), f"--noise_floor={floor}"])
+    with_floor = run([sys.executable, TOLERANCE, str(path), f"--noise_floor={floor}"])
     cells = {line.split("|")[2].strip(): line for line in with_floor.stdout.splitlines() if line.startswith("| a.py")}
     assert cells["bern0.003"].endswith("| no | yes |") and cells["bern0.01"].endswith("| yes | no |")
-    not_floor = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), f"--noise_floor={path}"])
+    not_floor = run([sys.executable, TOLERANCE, str(path), f"--noise_floor={path}"])
     assert_one_line_error(not_floor, "--noise_floor", "not a noise_floor.json")
-    wrong = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path), "--reference=config/b.py"])
+    wrong = run([sys.executable, TOLERANCE, str(path), "--reference=config/b.py"])
     assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
 
-    with open(path, "w", newline="") as f:  # without the resolved 1%: every rate tested is unresolved
-        writer = csv.DictWriter(f, columns)
-        writer.writeheader()
-        writer.writerows(r for r in rows if r["loss_rate"] != 0.01)
-    only_small = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    write_rows(path, [r for r in rows if r["loss_rate"] != 0.01])  # without the resolved 1%: every rate unresolved
+    only_small = run([sys.executable, TOLERANCE, str(path)])
     assert "| a.py | >= 0.30% (none resolved) | +0.0005 |" in only_small.stdout, only_small.stdout
 
     rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    broken = run([sys.executable, os.path.join(ROOT, "bench", "tolerance.py"), str(path)])
+    write_rows(path, rows)
+    broken = run([sys.executable, TOLERANCE, str(path)])
     assert broken.returncode == 1 and "| a.py | ge-zero | 4 | NO | +1e-07 |" in broken.stdout
     assert_one_line_error(broken, "control(s) a.py ge-zero dropped no packet")
+
+
+def test_tolerance_plan_lists_unresolved_costs_with_the_seeds_they_need(tmp_path):
+    """--plan (bench/power.py): 1% resolved (not planned), 3% unresolved with mean 0.02 and std 0.02
+    (d = 1: 10 seeds as one hypothesis; at alpha 0.05 / 2, 13 seeds: power 0.835, 12 give 0.793)."""
+    spread = 0.02 * (3 / 4) ** 0.5  # 0.02 +- spread alternating: mean 0.02, sample std 0.02 (variance 4 spread^2 / 3)
+    path = tmp_path / "summary.csv"
+    write_rows(path, tolerance_rows({("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
+                                     ("bernoulli", 0.03): [0.02 + spread, 0.02 - spread, 0.02 + spread, 0.02 - spread]}))
+    assert "Planning" not in run([sys.executable, TOLERANCE, str(path)]).stdout  # only when asked for
+    result = run([sys.executable, TOLERANCE, str(path), "--plan"])
+    assert result.returncode == 0, result.stderr
+    planned = [line for line in result.stdout.split("Planning", 1)[1].splitlines() if line.startswith("| a.py")]
+    assert planned == ["| a.py: bern0.03 | +0.0200 | 0.0200 | 10 | 13 (of 2) |"]
 
 
 def test_tolerance_corrected_and_uncorrected_stop_at_their_own_first_resolved_rate():
