@@ -1,8 +1,8 @@
 """
 Native vs megatron-core backend: the same config, seed and data, side by side in one run.
 
-    python bench/compare_backends.py                                    # char scale, TP=2 on gloo
-    python bench/compare_backends.py --config config/train_gpt2_12comm.py --nproc 8 --max_iters 200
+    python -m bench.compare_backends                                    # char scale, TP=2 on gloo
+    python -m bench.compare_backends --config config/train_gpt2_12comm.py --nproc 8 --max_iters 200
 
 Each repeat launches train.py (tp_mode='dist' under torchrun) once per backend, the
 backends alternating; it/s and tokens/s are medians over repeats of each run's median
@@ -17,8 +17,7 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import records, torchrun  # noqa: E402
+from bench.harness import records, torchrun
 
 BACKENDS = ("native", "megatron")
 

@@ -2,7 +2,7 @@
 How much of a final val loss is eval sampling: train.py evaluates on eval_iters fixed batches,
 so a run's val loss is a mean over those batches, with a standard error of its own.
 
-    python bench/eval_noise.py runs/char_sync_study_8seeds/shakespeare_char-s1 \
+    python -m bench.eval_noise runs/char_sync_study_8seeds/shakespeare_char-s1 \
         runs/char_sync_study_8seeds/shakespeare_char_24comm-s1 runs/char_sync_study_8seeds/shakespeare_char_2comm-s1
 
 For each run directory (its ckpt.pt, the model at its last eval), the per-batch val losses on
@@ -27,9 +27,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-import checkpoint as ckpt  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
+import checkpoint as ckpt
+from model import GPT, GPTConfig
 
 EVAL_VAL = 3  # train.py's stream ids: TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
 

@@ -4,22 +4,19 @@ mean loss-burst length, and for Gilbert-Elliott the mean bad-state and good-stat
 lengths against 1/r and 1/p, over millions of packets drawn as training draws them
 (one directed link, consecutive messages, the chain carried across messages).
 
-    python bench/link_statistics.py                   # 4M packets per model, 1,000-packet messages
-    python bench/link_statistics.py --packets 20000000 --message 700
+    python -m bench.link_statistics                   # 4M packets per model, 1,000-packet messages
+    python -m bench.link_statistics --packets 20000000 --message 700
 
 tests/test_lossy.py asserts the same quantities within 4 standard errors, with the same helpers
 (bench/harness.py).
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import draw, runs, standard_error  # noqa: E402
-from links import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink  # noqa: E402
+from bench.harness import draw, runs, standard_error
+from links import FWD, GE_PRESETS, BernoulliLoss, GilbertElliottLoss, LossyLink
 
 
 def main():

@@ -3,8 +3,8 @@ What simulating a lossy network costs: training step time lossless vs Bernoulli 
 Gilbert-Elliott (loss on forward and backward), side by side in one run, and the
 throughput of mask generation alone in packets per second.
 
-    python bench/lossy_overhead.py                          # CPU scale: the 12comm char config
-    python bench/lossy_overhead.py --config config/train_gpt2_12comm.py --device cuda --dtype bfloat16
+    python -m bench.lossy_overhead                          # CPU scale: the 12comm char config
+    python -m bench.lossy_overhead --config config/train_gpt2_12comm.py --device cuda --dtype bfloat16
 
 Step times: the link settings take turns, round after round, each measurement
 `--steps` full training steps on a fixed batch; a setting's ratio is the median
@@ -12,19 +12,16 @@ over rounds of its step time / the lossless step time of the same round.
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import configurator  # noqa: E402
-from bench.harness import autocast, build, random_batch, synchronize, train_steps  # noqa: E402
-from comms import SimComm  # noqa: E402
-from links import FWD, link_from  # noqa: E402
-from model import model_args_from  # noqa: E402
+import configurator
+from bench.harness import autocast, build, random_batch, synchronize, train_steps
+from comms import SimComm
+from links import FWD, link_from
+from model import model_args_from
 
 SETTINGS = {  # name -> link config keys (links.link_from)
     "lossless": dict(loss_model="none"),

@@ -10,8 +10,8 @@ temporaries. One step is taken before the measured one, so AdamW's moments exist
 step of a real run. The counts are the allocator's view of tensors; a real GPU adds the CUDA
 context, the allocator's fragmentation and NCCL buffers, which this does not model.
 
-    python bench/memory.py                    # the table (a few minutes on 2 cores)
-    python bench/memory.py --shapes char      # one shape
+    python -m bench.memory                    # the table (a few minutes on 2 cores)
+    python -m bench.memory --shapes char      # one shape
 """
 
 import argparse
@@ -25,9 +25,8 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from comms import DistComm, process_grid  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
+from comms import DistComm, process_grid
+from model import GPT, GPTConfig
 
 # name -> (model shape, micro-batch size, sequence length): the configs' own batch shapes
 SHAPES = {

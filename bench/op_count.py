@@ -4,8 +4,8 @@ The aten calls of one training forward+backward, counted: where a launch-bound G
 kernel on a GPU; views cost Python and dispatch only. Counted on the CPU: the calls are the
 same on any device.
 
-    python bench/op_count.py                                  # dense and 24comm, char config
-    python bench/op_count.py --configs 12comm --nanogpt_dir ~/.cache/tp-sync/nanoGPT
+    python -m bench.op_count                                  # dense and 24comm, char config
+    python -m bench.op_count --configs 12comm --nanogpt_dir ~/.cache/tp-sync/nanoGPT
 
 With --nanogpt_dir (see bench/vs_nanogpt.py for the pinned checkout), nanoGPT's own model
 with the same shape is counted too, and every config's difference from it is printed.
@@ -22,11 +22,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import configurator  # noqa: E402
-from model import model_args_from  # noqa: E402
-from harness import build, random_batch  # noqa: E402
+import configurator
+from model import model_args_from
+from bench.harness import build, random_batch
 
 # calls that only make a new view of existing memory (no kernel on a GPU)
 VIEWS = {"aten.view", "aten._unsafe_view", "aten.t", "aten.transpose", "aten.permute", "aten.expand",

@@ -2,8 +2,8 @@
 Step time of pipeline parallelism against no pipeline, and the bubble: predicted by the schedule
 vs measured. Real train.py runs on gloo (one thread per process), interleaved rounds, medians.
 
-    python bench/pipeline_bubble.py                    # pp=2, GPipe and 1F1B, 2/4/8 micro-batches
-    python bench/pipeline_bubble.py --rounds 5 --iters 12
+    python -m bench.pipeline_bubble                    # pp=2, GPipe and 1F1B, 2/4/8 micro-batches
+    python -m bench.pipeline_bubble --rounds 5 --iters 12
 
 With p stages of equal work and M micro-batches, GPipe and 1F1B both idle a stage for p-1 of
 M+p-1 micro-batch slots: predicted bubble (p-1)/(M+p-1) (1F1B holds fewer activations, not
@@ -20,8 +20,7 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import records, run_train, torchrun  # noqa: E402
+from bench.harness import records, run_train, torchrun
 
 MODEL = ["--n_layer=8", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=8", "--tp_size=2",
          "--block_types=spd", "--eval_interval=1000", "--eval_iters=1", "--log_interval=1", "--device=cpu",

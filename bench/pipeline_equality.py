@@ -3,8 +3,8 @@ How closely a pipelined run reproduces the unpipelined run of the same seed: the
 train.py run with and without pipeline stages, for each layout, block pattern and link, and the
 largest relative difference of every logged loss and gradient norm over all steps.
 
-    python bench/pipeline_equality.py                          # CPU, gloo, fp32, 24 cases, ~36 runs
-    python bench/pipeline_equality.py --layouts pp2 --set max_iters=12
+    python -m bench.pipeline_equality                          # CPU, gloo, fp32, 24 cases, ~36 runs
+    python -m bench.pipeline_equality --layouts pp2 --set max_iters=12
 
 Layouts (issue 19, item 5), each against its plain run, and a control:
   threads      pp=1 sim on 2 threads           vs pp=1 sim on 1 thread: another summation order, nothing else
@@ -24,8 +24,7 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import LINKS, PIPELINE_CASES, link_args, record_differences, records, run_train, torchrun  # noqa: E402
+from bench.harness import LINKS, PIPELINE_CASES, link_args, record_differences, records, run_train, torchrun
 
 PATTERNS = PIPELINE_CASES  # pattern -> (block_types, pp_split), the cuts the tests use
 RUN_LINKS = {"lossless": "gpipe", "bernoulli": "1f1b"}  # link -> the schedule it runs under (both are covered)

@@ -4,58 +4,21 @@ mean difference `effect` with probability `power`, when the seed-level differenc
 standard deviation `std`, at the level 0.05 / family (Bonferroni; it is also the bar Holm's
 correction puts on the smallest p of a family of that size).
 
-    python bench/power.py --effect 0.03 --std 0.015                  # one hypothesis
-    python bench/power.py --effect 0.03 --std 0.015 --family 4 --power 0.9
+    python -m bench.power --effect 0.03 --std 0.015                  # one hypothesis
+    python -m bench.power --effect 0.03 --std 0.015 --family 4 --power 0.9
 
 This is for planning a follow-up, not for reading a result: an unresolved cost stays unresolved,
 whatever power a design "would have had" (post-hoc power adds nothing to the interval). The power
 of the two-sided test is P(|T| > t_crit), T noncentral t with n-1 degrees of freedom and
-noncentrality effect * sqrt(n) / std; it is estimated by Monte Carlo from T's definition,
-(Z + noncentrality) / sqrt(V / df) with Z standard normal and V chi-square, with a fixed seed, so
-an answer is reproducible (scipy is not a dependency).
+noncentrality effect * sqrt(n) / std, computed exactly from scipy.stats.nct (bench/stats.py's
+power_at and seeds_needed; this file is their command line).
 """
 
 import argparse
 import math
-import os
 import sys
 
-import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from summarize import CONFIDENCE, t_quantile  # noqa: E402
-
-DRAWS = 400_000  # Monte Carlo error of a power near 0.8: about 0.0006
-
-
-def power_at(n, effect, std, family=1, draws=DRAWS, seed=0):
-    """P(a paired t test over n seeds resolves the difference) at level (1 - CONFIDENCE) / family."""
-    df = n - 1
-    critical = t_quantile(1.0 - (1.0 - CONFIDENCE) / family / 2.0, df)
-    noncentrality = abs(effect) * math.sqrt(n) / std
-    rng = np.random.default_rng(seed)  # the same draws at every n: power stays monotone in n
-    t = (rng.standard_normal(draws) + noncentrality) / np.sqrt(rng.chisquare(df, draws) / df)
-    return float(np.mean(np.abs(t) > critical))
-
-
-def seeds_needed(effect, std, family=1, power=0.8, max_seeds=10_000):
-    """The smallest n >= 2 with power_at(n) >= power; None if effect is 0 or more than max_seeds are needed."""
-    if effect == 0:
-        return None
-    if std == 0:
-        return 2  # no spread: two seeds show the difference exactly
-    low, high = 1, 2  # power_at(low) < power <= power_at(high) once the doubling stops
-    while power_at(high, effect, std, family) < power:
-        if high == max_seeds:
-            return None
-        low, high = high, min(2 * high, max_seeds)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if power_at(middle, effect, std, family) >= power:
-            high = middle
-        else:
-            low = middle
-    return high
+from bench.stats import CONFIDENCE, power_at, seeds_needed
 
 
 def main():

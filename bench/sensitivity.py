@@ -10,9 +10,9 @@ first, and evaluate them against the uniform patterns
 (24comm, 18comm, 16comm, 12comm, 7comm, 5comm, 2comm, 1comm at 12 layers) on the same sample.
 --finetune_iters N also trains every pattern N steps (AdamW at the run's min_lr) and evaluates again.
 
-$ python bench/sensitivity.py runs/24comm_s1/ckpt.pt runs/24comm_s2/ckpt.pt --out bench/study/sensitivity
-$ python bench/sensitivity.py out-gpt2-24comm/ckpt.pt --device=cuda --eval_batches=50 --batch_size=8   # GPT-2 124M
-$ python bench/sensitivity.py gpt2 --tp_size=2 --device=cuda --eval_batches=50 --batch_size=8   # OpenAI's weights
+$ python -m bench.sensitivity runs/24comm_s1/ckpt.pt runs/24comm_s2/ckpt.pt --out bench/study/sensitivity
+$ python -m bench.sensitivity out-gpt2-24comm/ckpt.pt --device=cuda --eval_batches=50 --batch_size=8   # GPT-2 124M
+$ python -m bench.sensitivity gpt2 --tp_size=2 --device=cuda --eval_batches=50 --batch_size=8   # OpenAI's weights
 
 A source is a trained all-tp checkpoint (a ckpt.pt or run directory), or pretrained GPT-2 as
 train.py's init_from takes it (gpt2, gpt2-medium, ..., or a save_pretrained directory; through
@@ -34,12 +34,10 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import checkpoint as ckpt  # noqa: E402
-from model import GPT, GPTConfig, count_sync_points, describe_pattern, parse_block_types  # noqa: E402
-from configurator import train_defaults  # noqa: E402
-from summarize import paired_stats  # noqa: E402
+import checkpoint as ckpt
+from model import GPT, GPTConfig, count_sync_points, describe_pattern, parse_block_types
+from configurator import train_defaults
+from bench.stats import paired_stats
 
 UNIFORM = {"24comm": "tp", "18comm": "tp,spd", "16comm": "tp,spd,spd", "12comm": "spd", "7comm": "spd,parallel",
            "5comm": "spd,parallel,parallel", "2comm": "parallel*5,spd", "1comm": "parallel"}

@@ -3,8 +3,8 @@ How closely real multi-process TP (`tp_mode='dist'`) reproduces the one-process 
 (`tp_mode='sim'`): the same short run both ways for each block pattern and link, and the
 largest |sim - dist| difference in train and val loss over all logged steps.
 
-    python bench/sim_vs_dist.py                                   # CPU, gloo, fp32, TP=2
-    python bench/sim_vs_dist.py --set device=cuda dtype=bfloat16  # NCCL; needs 2 GPUs
+    python -m bench.sim_vs_dist                                   # CPU, gloo, fp32, TP=2
+    python -m bench.sim_vs_dist --set device=cuda dtype=bfloat16  # NCCL; needs 2 GPUs
 
 tests/test_dist.py asserts the agreement (< 1e-5 in fp32); this prints how close it is.
 Both runs draw the same packet masks, so the packet counts must match exactly: a row whose
@@ -16,8 +16,7 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun  # noqa: E402
+from bench.harness import LINKS, PATTERNS, link_args, records, run_train, torchrun
 
 LABELS = {"lossless": "lossless", "bernoulli": "bernoulli 5%", "gilbert_elliott": "GE heavy"}  # rows of LINKS
 

@@ -2,9 +2,9 @@
 Run a grid of training runs (configs x settings x seeds), each a real train.py run in its
 own out_dir, then summarize them (bench/summarize.py: CSV and plots).
 
-    python bench/sweep.py bench/sweeps/char_sync_study.py               # run what is missing
-    python bench/sweep.py bench/sweeps/char_sync_study.py --slots 2     # two runs at a time
-    python bench/sweep.py bench/sweeps/char_sync_study.py --dry_run     # list the runs and their state
+    python -m bench.sweep bench/sweeps/char_sync_study.py               # run what is missing
+    python -m bench.sweep bench/sweeps/char_sync_study.py --slots 2     # two runs at a time
+    python -m bench.sweep bench/sweeps/char_sync_study.py --dry_run     # list the runs and their state
 
 A sweep file is plain Python, like a config file:
 
@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 
+import configurator
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-import configurator  # noqa: E402
 
 SWEEP_KEYS = {"name": str, "configs": list, "seeds": list, "settings": dict, "common": dict, "launcher": str}
 
@@ -172,8 +172,8 @@ def main():
             tail = f.read().strip().splitlines()[-3:]
         print(f"FAILED {run['id']}: {' | '.join(tail)}  (log: {os.path.join(run['dir'], 'train.log')})")
     if not args.no_summary:
-        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "summarize.py"),
-                        os.path.join(args.out, sweep["name"])], check=False)
+        subprocess.run([sys.executable, "-m", "bench.summarize", os.path.join(args.out, sweep["name"])],
+                       cwd=ROOT, check=False)
     if failed:
         sys.exit(f"error: {len(failed)} of {len(todo)} runs failed (they resume or restart on the next sweep)")
 

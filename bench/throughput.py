@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import configurator  # noqa: E402
 from bench.harness import autocast, build, random_batch, train_steps  # noqa: E402
-from bench.summarize import paired_stats  # noqa: E402
+from bench.stats import paired_stats  # noqa: E402
 from comms import SimComm  # noqa: E402
 from mfu import flops_per_token, peak_flops_per_device  # noqa: E402
 from model import describe_pattern, model_args_from  # noqa: E402

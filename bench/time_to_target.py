@@ -3,7 +3,7 @@ Time to target on a network: the iterations each config needs to reach the targe
 (measured, in the runs given) times the projected time of an iteration of GPT-2 124M with TP=2
 across two nodes at 25, 100 and 400 Gb/s (assumed: bench/step_time.py's model).
 
-    python bench/time_to_target.py runs/char_sync_study_8seeds --out bench/study_8seeds
+    python -m bench.time_to_target runs/char_sync_study_8seeds --out bench/study_8seeds
 
 Measured: per run, the first iteration at which the val loss reaches dense's final val loss of
 the same seed x 1.01 (--target 1pct) or x 1.02 (2pct), interpolated between evals
@@ -25,9 +25,9 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from step_time import MICRO_STEPS, gpt2_projection  # noqa: E402
-from summarize import CONFIDENCE, TARGETS, aggregate, label, paired_analysis, paired_stats, parse_seeds, read_runs  # noqa: E402
+from bench.stats import CONFIDENCE, paired_stats
+from bench.step_time import MICRO_STEPS, gpt2_projection
+from bench.summary import TARGETS, SummaryError, aggregate, label, paired_analysis, parse_seeds, read_runs
 
 BANDWIDTHS = (25, 100, 400)  # Gb/s
 
@@ -73,9 +73,12 @@ def main():
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
     parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
     args = parser.parse_args()
-    rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
-    aggregates = aggregate(rows)
-    paired_analysis(rows, aggregates, curves)
+    try:
+        rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
+        aggregates = aggregate(rows)
+        paired_analysis(rows, aggregates, curves)
+    except SummaryError as e:
+        sys.exit(f"error: {e}")
     if not any(a["_dense"] for a in aggregates):
         sys.exit("error: no dense (tp_size=1, lossless) runs among these: the target is dense's final val loss")
     result = table(aggregates, args.target, args)

@@ -3,7 +3,7 @@ Packet-loss tolerance per config, from a summary's run rows (bench/summarize.py'
 lossy run paired with the lossless run of the same config and seed (same weights, same batches),
 its final val loss minus the lossless one's.
 
-    python bench/tolerance.py bench/loss_sweep/experiment_summary.csv [--plot bench/loss_sweep/tolerance.png]
+    python -m bench.tolerance bench/loss_sweep/experiment_summary.csv [--plot bench/loss_sweep/tolerance.png]
 
 Per (config, link setting): the paired differences' mean, their 95% interval (Student t), the
 paired t test's p and Holm's correction over every setting of the table, and a simultaneous
@@ -29,13 +29,10 @@ a smallest cost worth detecting is known, plan for it with bench/power.py --effe
 import argparse
 import csv
 import json
-import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from power import seeds_needed  # noqa: E402
-from summarize import CONFIDENCE, holm, paired_stats, t_quantile  # noqa: E402
+from bench.stats import CONFIDENCE, holm, interval_at, paired_stats, seeds_needed
 
 
 def fail(message):
@@ -100,7 +97,7 @@ def tolerance_table(rows):
     m = max(1, len(tested))
     for k, p_holm in zip(tested, adjusted):
         stats = table[k][2]
-        simultaneous = paired_stats_at(stats, 1.0 - (1.0 - CONFIDENCE) / m)
+        simultaneous = interval_at(stats, 1.0 - (1.0 - CONFIDENCE) / m)
         stats.update(p_holm=p_holm, sim_low=simultaneous[0], sim_high=simultaneous[1])
     return table
 
@@ -131,12 +128,6 @@ def contrasts(costs, reference):
     for c, p_holm in zip(out, adjusted):
         c[2]["p_holm"] = p_holm
     return sorted(out, key=lambda c: (c[0], c[1]))
-
-
-def paired_stats_at(stats, confidence):
-    """The interval of paired_stats' mean at another confidence (same n, mean, std)."""
-    half = t_quantile(0.5 + confidence / 2.0, stats["n"] - 1) * stats["std"] / math.sqrt(stats["n"])
-    return stats["mean"] - half, stats["mean"] + half
 
 
 def resolved(stats, corrected=True):

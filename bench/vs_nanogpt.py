@@ -2,9 +2,9 @@
 This project against the project it forks: karpathy/nanoGPT's own train.py, run on the same
 data with the same hyperparameters, next to this project's dense and 24comm char configs.
 
-    python bench/vs_nanogpt.py                    # timing: 3 interleaved rounds of 60 iterations
-    python bench/vs_nanogpt.py --full             # and full max_iters runs for the final val losses
-    python bench/vs_nanogpt.py --nanogpt_dir DIR  # nanoGPT's checkout (default below)
+    python -m bench.vs_nanogpt                    # timing: 3 interleaved rounds of 60 iterations
+    python -m bench.vs_nanogpt --full             # and full max_iters runs for the final val losses
+    python -m bench.vs_nanogpt --nanogpt_dir DIR  # nanoGPT's checkout (default below)
 
 nanoGPT is not part of this repository and is not copied into it: the script runs its
 train.py, model.py and configurator.py from a checkout the user provides, at the pinned
@@ -50,10 +50,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-import configurator  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from summarize import CONFIDENCE, paired_stats  # noqa: E402
+import configurator
+from bench.stats import CONFIDENCE, paired_stats
 
 NANOGPT_URL = "https://github.com/karpathy/nanoGPT"
 NANOGPT_COMMIT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"  # 2025-11-12; code unchanged since 93a43d9 (2024-12-09)

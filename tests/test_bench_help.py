@@ -1,5 +1,6 @@
-"""Every bench script's --help prints its usage and exits 0: a help string with a bare `%`
-once made `bench/time_to_target.py --help` a raw argparse traceback."""
+"""Every bench tool's --help, run as `python -m bench.<tool>` (the package way: no tool edits
+sys.path), prints its usage and exits 0: a help string with a bare `%` once made
+`bench/time_to_target.py --help` a raw argparse traceback."""
 
 import glob
 import os
@@ -19,6 +20,7 @@ def test_the_scripts_are_found():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=os.path.basename)
 def test_help_prints_usage(script):
-    result = run([sys.executable, script, "--help"], timeout=120)
+    module = "bench." + os.path.splitext(os.path.basename(script))[0]
+    result = run([sys.executable, "-m", module, "--help"], timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage:"), result.stdout[:200]

@@ -97,7 +97,7 @@ def test_zero1_in_dist_mode_dp2_tp2(char_data, tmp_path):
 def test_the_features_save_the_memory_they_promise():
     """bench/memory.py's char rows (fake tensors, MemTracker): ZeRO-1 at dp=2 holds at most about
     half of AdamW's state per rank, and checkpointing keeps a fraction of the activations."""
-    result = run([sys.executable, "bench/memory.py", "--shapes", "char"])
+    result = run([sys.executable, "-m", "bench.memory", "--shapes", "char"])
     assert result.returncode == 0, result.stderr[-2000:]
     rows = {}
     for line in result.stdout.splitlines():

@@ -2,26 +2,22 @@
 for each). Counts are exact, not timings: the dense step must launch no kernel beyond the plain
 GPT-2's, and the fused 24comm step only the reassembly of its sharded weights."""
 
-import importlib.util
 import os
 
 import pytest
 
 from conftest import ROOT
 
-SCRIPT = os.path.join(ROOT, "bench", "op_count.py")
 NANOGPT = os.path.expanduser(os.path.join("~", ".cache", "tp-sync", "nanoGPT"))
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("op_count", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from bench import op_count
+    return op_count
 
 
 def kernels(op_count, pattern, tp_size):
-    from harness import build, random_batch
+    from bench.harness import build, random_batch
     args = dict(n_layer=4, n_head=4, n_embd=32, block_size=16, vocab_size=65, bias=True, dropout=0.0,
                 tp_size=tp_size, block_types=pattern)
     x, y = random_batch(65, 4, 16)
@@ -46,7 +42,7 @@ def test_dense_launches_no_copies_of_its_weights_and_fused_tp_only_their_reassem
 def test_dense_launches_the_kernels_of_nanogpts_model():
     op_count = load()
     config = dict(n_layer=12, n_head=4, n_embd=64, block_size=128, bias=True, dropout=0.0)
-    from harness import build, random_batch
+    from bench.harness import build, random_batch
     x, y = random_batch(65, 8, 128)
     mine = op_count.kernel_calls(op_count.count_calls(build(dict(config, vocab_size=65, tp_size=1))[0], x, y))
     theirs = op_count.kernel_calls(op_count.count_calls(op_count.nanogpt_model(NANOGPT, config, 65), x, y))

@@ -1,5 +1,6 @@
-"""bench/summarize.py's statistics on hand-computed examples, and the paired columns of the
-summary of fabricated runs (no training: run directories written by hand)."""
+"""bench/summary.py (the library behind `python -m bench.summarize`) on hand-computed examples, and
+the paired columns of the summary of fabricated runs (no training: run directories written by
+hand); bench/tolerance.py on hand-made rows. The statistics themselves: tests/test_stats.py."""
 
 import csv
 import json
@@ -12,72 +13,34 @@ import pytest
 from bench.harness import run
 from conftest import ROOT, assert_one_line_error
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import summarize  # noqa: E402
+from bench import summary, tolerance
 
-SUMMARIZE = os.path.join(ROOT, "bench", "summarize.py")
-
-
-@pytest.mark.parametrize("df, expected", [(1, 12.706), (2, 4.303), (7, 2.365), (30, 2.042)])
-def test_t_quantile_matches_tables(df, expected):
-    assert summarize.t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
-    assert summarize.t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)  # the distribution is symmetric
-
-
-def test_t_tail_matches_closed_forms():
-    # df=1 is the Cauchy distribution: P(|T| >= 1) = 1/2; df=2: P(|T| >= t) = 1 - t / sqrt(2 + t^2)
-    assert summarize.t_two_sided_p(1.0, 1) == pytest.approx(0.5, abs=1e-12)
-    for t in (0.3, 1.0, 2.5, 8.0):
-        assert summarize.t_two_sided_p(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
-    assert summarize.t_quantile(0.995, 1) == pytest.approx(63.657, abs=1e-3)
-
-
-def test_paired_stats_by_hand():
-    # differences 0.1, 0.2, 0.3: mean 0.2, std 0.1, se 0.1/sqrt(3), t = 2 sqrt(3), df 2
-    stats = summarize.paired_stats([0.1, 0.2, 0.3])
-    assert stats["n"] == 3
-    assert stats["mean"] == pytest.approx(0.2) and stats["std"] == pytest.approx(0.1)
-    half = 4.302653 * 0.1 / math.sqrt(3)  # t_{0.975, 2} * se = 0.248414
-    assert stats["ci_low"] == pytest.approx(0.2 - half, abs=1e-6)
-    assert stats["ci_high"] == pytest.approx(0.2 + half, abs=1e-6)
-    assert stats["p"] == pytest.approx(1 - math.sqrt(12 / 14), abs=1e-9)  # 0.074180
-    # too few seeds for an interval; no spread: the mean is exact
-    one = summarize.paired_stats([0.4])
-    assert one["mean"] == 0.4 and one["ci_low"] is None and one["p"] is None
-    zero = summarize.paired_stats([0.0, 0.0, 0.0])
-    assert (zero["ci_low"], zero["ci_high"], zero["p"]) == (0.0, 0.0, 1.0)
-
-
-def test_holm_by_hand():
-    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> raised to 0.06 (monotone)
-    assert summarize.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert summarize.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
-    assert summarize.holm([]) == []
+SUMMARIZE = ["-m", "bench.summarize"]
 
 
 def test_iters_to_target_interpolates_between_evals():
     curve = [(0, 4.0), (100, 2.5), (200, 2.0), (300, 1.9)]
-    assert summarize.iters_to_target(curve, 2.2) == pytest.approx(160.0)  # 100 + (2.5-2.2)/(2.5-2.0) * 100
-    assert summarize.iters_to_target(curve, 2.0) == pytest.approx(200.0)
-    assert summarize.iters_to_target(curve, 1.8) is None  # never reached
-    assert summarize.iters_to_target(curve, 5.0) == 0.0  # reached at the first eval
+    assert summary.iters_to_target(curve, 2.2) == pytest.approx(160.0)  # 100 + (2.5-2.2)/(2.5-2.0) * 100
+    assert summary.iters_to_target(curve, 2.0) == pytest.approx(200.0)
+    assert summary.iters_to_target(curve, 1.8) is None  # never reached
+    assert summary.iters_to_target(curve, 5.0) == 0.0  # reached at the first eval
     # the first crossing counts, even if the curve rises again afterwards
-    assert summarize.iters_to_target([(0, 4.0), (100, 2.1), (200, 2.3)], 2.2) == pytest.approx(1.8 / 1.9 * 100)
+    assert summary.iters_to_target([(0, 4.0), (100, 2.1), (200, 2.3)], 2.2) == pytest.approx(1.8 / 1.9 * 100)
 
 
 def test_schedule_syncs_average_the_patterns_over_the_steps():
     # 24comm for 150 of 600 steps, then [spd,parallel] x6 (7 syncs): (150 * 24 + 450 * 7) / 600
     cfg = {"block_schedule": "0:tp;150:spd,parallel", "n_layer": 12, "tp_size": 2, "max_iters": 600}
-    assert summarize.schedule_syncs(cfg) == pytest.approx(11.25)
+    assert summary.schedule_syncs(cfg) == pytest.approx(11.25)
     # a switch after the end of the run counts no step; a dense schedule counts none
-    assert summarize.schedule_syncs(dict(cfg, block_schedule="0:spd;900:tp")) == 12
-    assert summarize.schedule_syncs(dict(cfg, tp_size=1)) == 0
+    assert summary.schedule_syncs(dict(cfg, block_schedule="0:spd;900:tp")) == 12
+    assert summary.schedule_syncs(dict(cfg, tp_size=1)) == 0
 
 
 def test_wall_time_adds_the_segments_of_a_resumed_run():
     evals = [{"time_s": t} for t in (0.5, 10.0, 20.0, 0.4, 12.0)]  # the clock restarted at the resume
-    assert summarize.wall_time(evals, None) == pytest.approx(32.0)
-    assert summarize.wall_time([], {"final": {"time_s": 7.0}}) == 7.0
+    assert summary.wall_time(evals, None) == pytest.approx(32.0)
+    assert summary.wall_time([], {"final": {"time_s": 7.0}}) == 7.0
 
 
 # final val losses by config and seed; the per-seed differences from 24comm are round numbers
@@ -123,7 +86,7 @@ def summarize_runs(tmp_path, *args):
     if not sweep.exists():
         fabricate_runs(sweep)
     out = tmp_path / "summary"
-    result = run([sys.executable, SUMMARIZE, str(sweep), "--out", str(out), *args])
+    result = run([sys.executable, *SUMMARIZE, str(sweep), "--out", str(out), *args])
     return result, out
 
 
@@ -207,12 +170,12 @@ def test_summary_reference_option(tmp_path):
 
 
 def test_parse_seeds():
-    assert summarize.parse_seeds("1-7") == set(range(1, 8))
-    assert summarize.parse_seeds("1,3, 5") == {1, 3, 5}
-    assert summarize.parse_seeds("1-2,8") == {1, 2, 8}
+    assert summary.parse_seeds("1-7") == set(range(1, 8))
+    assert summary.parse_seeds("1,3, 5") == {1, 3, 5}
+    assert summary.parse_seeds("1-2,8") == {1, 2, 8}
     for bad in ("3-1", "a", "1-", "", "1,,2"):
-        with pytest.raises(SystemExit, match="--seeds"):
-            summarize.parse_seeds(bad)
+        with pytest.raises(summary.SummaryError, match="--seeds"):
+            summary.parse_seeds(bad)
 
 
 @pytest.mark.slow
@@ -230,7 +193,7 @@ def test_summary_seeds_option_keeps_only_those_seeds(tmp_path):
     assert_one_line_error(none, "no runs of seeds [9]")
 
 
-TOLERANCE = os.path.join(ROOT, "bench", "tolerance.py")
+TOLERANCE = ["-m", "bench.tolerance"]
 TOLERANCE_COLUMNS = ["kind", "status", "run", "config", "seed", "iters", "sync_points", "loss_model", "loss_rate",
                      "ge_preset", "loss_fwd", "loss_bwd", "final_val_loss"]
 
@@ -267,7 +230,7 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
                            ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]})
     path = tmp_path / "summary.csv"
     write_rows(path, rows)
-    result = run([sys.executable, TOLERANCE, str(path), "--plot", str(tmp_path / "cost.png")])
+    result = run([sys.executable, *TOLERANCE, str(path), "--plot", str(tmp_path / "cost.png")])
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cost.png").stat().st_size > 0
     lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
@@ -281,21 +244,21 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
 
     floor = tmp_path / "noise_floor.json"  # 0.3%: 95% CI [-0.0016, +0.0026] inside +-0.005; 1% outside
     floor.write_text(json.dumps([{"dense": "a", "tp": "a", "max_abs": 0.005}]))
-    with_floor = run([sys.executable, TOLERANCE, str(path), f"--noise_floor={floor}"])
+    with_floor = run([sys.executable, *TOLERANCE, str(path), f"--noise_floor={floor}"])
     cells = {line.split("|")[2].strip(): line for line in with_floor.stdout.splitlines() if line.startswith("| a.py")}
     assert cells["bern0.003"].endswith("| no | yes |") and cells["bern0.01"].endswith("| yes | no |")
-    not_floor = run([sys.executable, TOLERANCE, str(path), f"--noise_floor={path}"])
+    not_floor = run([sys.executable, *TOLERANCE, str(path), f"--noise_floor={path}"])
     assert_one_line_error(not_floor, "--noise_floor", "not a noise_floor.json")
-    wrong = run([sys.executable, TOLERANCE, str(path), "--reference=config/b.py"])
+    wrong = run([sys.executable, *TOLERANCE, str(path), "--reference=config/b.py"])
     assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
 
     write_rows(path, [r for r in rows if r["loss_rate"] != 0.01])  # without the resolved 1%: every rate unresolved
-    only_small = run([sys.executable, TOLERANCE, str(path)])
+    only_small = run([sys.executable, *TOLERANCE, str(path)])
     assert "| a.py | >= 0.30% (none resolved) | +0.0005 |" in only_small.stdout, only_small.stdout
 
     rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
     write_rows(path, rows)
-    broken = run([sys.executable, TOLERANCE, str(path)])
+    broken = run([sys.executable, *TOLERANCE, str(path)])
     assert broken.returncode == 1 and "| a.py | ge-zero | 4 | NO | +1e-07 |" in broken.stdout
     assert_one_line_error(broken, "control(s) a.py ge-zero dropped no packet")
 
@@ -307,8 +270,8 @@ def test_tolerance_plan_lists_unresolved_costs_with_the_seeds_they_need(tmp_path
     path = tmp_path / "summary.csv"
     write_rows(path, tolerance_rows({("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
                                      ("bernoulli", 0.03): [0.02 + spread, 0.02 - spread, 0.02 + spread, 0.02 - spread]}))
-    assert "Planning" not in run([sys.executable, TOLERANCE, str(path)]).stdout  # only when asked for
-    result = run([sys.executable, TOLERANCE, str(path), "--plan"])
+    assert "Planning" not in run([sys.executable, *TOLERANCE, str(path)]).stdout  # only when asked for
+    result = run([sys.executable, *TOLERANCE, str(path), "--plan"])
     assert result.returncode == 0, result.stderr
     planned = [line for line in result.stdout.split("Planning", 1)[1].splitlines() if line.startswith("| a.py")]
     assert planned == ["| a.py: bern0.03 | +0.0200 | 0.0200 | 10 | 13 (of 2) |"]
@@ -318,7 +281,6 @@ def test_tolerance_corrected_and_uncorrected_stop_at_their_own_first_resolved_ra
     """tolerance.tolerances walks a config's Bernoulli rates upwards and stops at the first resolved
     one: by Holm (p_holm < 0.05) 1% is unresolved and 3% resolved, so 1%; by each setting's own 95%
     interval 1% is already resolved, so 0.3%. A rate with n < 2 cannot be told: the walk stops there."""
-    import tolerance
 
     def stats(ci, p_holm):
         return dict(n=4, mean=(ci[0] + ci[1]) / 2, ci_low=ci[0], ci_high=ci[1], p_holm=p_holm)
@@ -338,7 +300,6 @@ def test_tolerance_contrasts_difference_two_paired_costs_seed_by_seed():
     Gilbert-Elliott minus the Bernoulli rate within 5% of its stationary rate (0.0099 vs 0.01, not
     0.03), and config b minus the reference a under the same link, over the seeds both have; Holm
     over the 4 contrasts (none from a single seed)."""
-    import tolerance
     a, b = "config/a.py", "config/b.py"
     costs = {(a, "bern0.01", 0.01, True, True): {1: 0.02, 2: 0.03, 3: 0.01},
              (a, "bern0.03", 0.03, True, True): {1: 0.05, 2: 0.07, 3: 0.06},
@@ -366,7 +327,7 @@ def test_time_to_target_projects_measured_iterations(tmp_path):
     in all (bench/step_time.json holds the same). 5 micro-steps: 0.026154 min per iteration."""
     sweep = tmp_path / "sweep"
     fabricate_runs(sweep)
-    result = run([sys.executable, os.path.join(ROOT, "bench", "time_to_target.py"), str(sweep), "--out", str(tmp_path)])
+    result = run([sys.executable, "-m", "bench.time_to_target", str(sweep), "--out", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in result.stdout.splitlines() if line.startswith("| train_")}
@@ -385,8 +346,8 @@ def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     run_dir = tmp_path / "run"
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={run_dir}", "--max_iters=10",
                      "--always_save_checkpoint=True", "--tp_size=2", "--block_types=tp").returncode == 0
-    script = os.path.join(ROOT, "bench", "eval_noise.py")
-    result = run([sys.executable, script, str(run_dir), str(run_dir), f"--data_dir={char_data}"])
+    script = ["-m", "bench.eval_noise"]
+    result = run([sys.executable, *script, str(run_dir), str(run_dir), f"--data_dir={char_data}"])
     assert result.returncode == 0, result.stderr
     rows = [line.split("|") for line in result.stdout.splitlines()
             if line.startswith("| run | ") and "| seed |" not in line]
@@ -396,12 +357,12 @@ def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     last = json.loads(metrics[-1])
     last["val_loss"] += 0.01
     (run_dir / "metrics.jsonl").write_text("\n".join(metrics[:-1] + [json.dumps(last)]) + "\n")
-    assert_one_line_error(run([sys.executable, script, str(run_dir), f"--data_dir={char_data}"]),
+    assert_one_line_error(run([sys.executable, *script, str(run_dir), f"--data_dir={char_data}"]),
                           "differs from the logged", "not train.py's eval batches")
 
 
 def test_verdict_names_only_what_the_interval_resolves():
-    from bench.summarize import verdict
+    from bench.summary import verdict
     assert verdict(dict(paired_p_holm=0.01, paired_diff_mean=0.03, within_noise_floor=False)) == \
         "resolved, higher val loss than the reference"
     assert verdict(dict(paired_p_holm=0.004, paired_diff_mean=-0.02, within_noise_floor=False)).endswith("lower val loss than the reference")

@@ -11,7 +11,7 @@ import pytest
 from bench.harness import run, run_train
 from conftest import ROOT, TINY
 
-SWEEP = os.path.join(ROOT, "bench", "sweep.py")
+SWEEP = ["-m", "bench.sweep"]
 COMMITTED_SWEEPS = sorted(glob.glob(os.path.join(ROOT, "bench", "sweeps", "*.py")))
 
 
@@ -69,7 +69,7 @@ def test_sweep_runs_summarizes_skips_and_resumes(char_data, tmp_path):
                            "--max_iters=10", "--lr_decay_iters=20", "--always_save_checkpoint=True",
                            f"--out_dir={run_dir}")
     assert first_half.returncode == 0, first_half.stderr
-    result = run([sys.executable, SWEEP, sweep, "--out", str(out), "--threads", "1"])
+    result = run([sys.executable, *SWEEP, sweep, "--out", str(out), "--threads", "1"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "8 runs, 0 done, 8 to run (1 to resume)" in result.stdout
     assert "[8/8]" in result.stdout and "ETA" in result.stdout
@@ -102,7 +102,7 @@ def test_sweep_runs_summarizes_skips_and_resumes(char_data, tmp_path):
 
     # a second sweep finds everything done: nothing runs, nothing is overwritten
     stamp = os.path.getmtime(run_dir / "result.json")
-    again = run([sys.executable, SWEEP, sweep, "--out", str(out), "--no_summary"])
+    again = run([sys.executable, *SWEEP, sweep, "--out", str(out), "--no_summary"])
     assert again.returncode == 0 and "8 done, 0 to run" in again.stdout and "[1/" not in again.stdout
     assert os.path.getmtime(run_dir / "result.json") == stamp
 
@@ -112,12 +112,12 @@ def test_sweep_reports_failures_and_bad_files(char_data, tmp_path):
     sweep = tmp_path / "bad.py"
     sweep.write_text('name = "bad"\nconfigs = ["config/train_shakespeare_char_24comm.py"]\n'
                      f'common = {{"data_dir": "{tmp_path}/missing", "max_iters": 2}}\n')
-    result = run([sys.executable, SWEEP, str(sweep), "--out", str(tmp_path / "runs"), "--no_summary"])
+    result = run([sys.executable, *SWEEP, str(sweep), "--out", str(tmp_path / "runs"), "--no_summary"])
     assert result.returncode != 0 and "FAILED shakespeare_char_24comm-s1337" in result.stdout
     assert "train.bin not found" in result.stdout and "1 of 1 runs failed" in result.stderr
     typo = tmp_path / "typo.py"
     typo.write_text('name = "typo"\nconfigs = ["config/train_shakespeare_char_24comm.py"]\ncommon = {"max_iter": 2}\n')
-    result = run([sys.executable, SWEEP, str(typo), "--out", str(tmp_path / "runs")])
+    result = run([sys.executable, *SWEEP, str(typo), "--out", str(tmp_path / "runs")])
     assert result.returncode != 0 and "unknown config key 'max_iter'" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "runs" / "typo").exists()
 
@@ -142,7 +142,7 @@ def test_summary_averages_seeds_of_one_setting_only(tmp_path):
             (run_dir / "result.json").write_text(json.dumps(
                 {"config": "config/train_shakespeare_char_24comm.py", "setting": ""}))
     out = tmp_path / "summary"
-    result = run([sys.executable, os.path.join(ROOT, "bench", "summarize.py"), str(tmp_path / "sweep600"),
+    result = run([sys.executable, "-m", "bench.summarize", str(tmp_path / "sweep600"),
                   str(tmp_path / "sweep3000"), "--out", str(out)])
     assert result.returncode == 0, result.stderr
     with open(out / "experiment_summary.csv") as f:

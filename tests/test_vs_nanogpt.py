@@ -1,24 +1,20 @@
 """bench/vs_nanogpt.py without nanoGPT: the one-line message that says how to get it, and the log parsing."""
 
-import importlib.util
-import os
 import sys
 
-from conftest import ROOT, run
+from conftest import run
 
-SCRIPT = os.path.join(ROOT, "bench", "vs_nanogpt.py")
+SCRIPT = ["-m", "bench.vs_nanogpt"]
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("vs_nanogpt", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from bench import vs_nanogpt
+    return vs_nanogpt
 
 
 def test_missing_checkout_is_one_line_with_the_command(tmp_path):
     missing = tmp_path / "no-nanoGPT-here"
-    result = run([sys.executable, SCRIPT, "--nanogpt_dir", str(missing)], timeout=60)
+    result = run([sys.executable, *SCRIPT, "--nanogpt_dir", str(missing)], timeout=60)
     assert result.returncode != 0
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -68,6 +64,6 @@ def test_device_flags_are_the_same_for_every_program_and_follow_the_gpu_defaults
 
 
 def test_a_bad_device_is_an_error_naming_the_flag():
-    result = run([sys.executable, SCRIPT, "--device", "gpu"], timeout=60)
+    result = run([sys.executable, *SCRIPT, "--device", "gpu"], timeout=60)
     assert result.returncode != 0
     assert "--device 'gpu'" in result.stderr.strip().splitlines()[-1]

@@ -4,7 +4,7 @@ checked on hand-computed numbers."""
 import csv
 import sys
 
-from conftest import ROOT, assert_one_line_error, run
+from conftest import assert_one_line_error, run
 
 FIELDS = ["kind", "status", "config", "setting", "seed", "loss_model", "final_val_loss"]
 
@@ -24,7 +24,7 @@ def write_summary(path, losses):
 
 
 def width_effect(*args):
-    return run([sys.executable, f"{ROOT}/bench/width_effect.py", *args])
+    return run([sys.executable, "-m", "bench.width_effect", *args])
 
 
 def test_the_change_with_width_by_hand(tmp_path):
