@@ -10,7 +10,7 @@ first, and evaluate them against the uniform patterns
 (24comm, 18comm, 16comm, 12comm, 7comm, 5comm, 2comm, 1comm at 12 layers) on the same sample.
 --finetune_iters N also trains every pattern N steps (AdamW at the run's min_lr) and evaluates again.
 
-$ python -m bench.sensitivity runs/24comm_s1/ckpt.pt runs/24comm_s2/ckpt.pt --out bench/study/sensitivity
+$ python -m bench.sensitivity runs/24comm_s1/ckpt.pt runs/24comm_s2/ckpt.pt --out bench/studies/sensitivity/char64_s1-3
 $ python -m bench.sensitivity out-gpt2-24comm/ckpt.pt --device=cuda --eval_batches=50 --batch_size=8   # GPT-2 124M
 $ python -m bench.sensitivity gpt2 --tp_size=2 --device=cuda --eval_batches=50 --batch_size=8   # OpenAI's weights
 
@@ -174,7 +174,7 @@ def main():
     parser.add_argument("checkpoints", nargs="+", help="ckpt.pt files (or run directories) of trained all-tp runs "
                         "(one per seed), or pretrained GPT-2: gpt2, gpt2-medium, ... or a save_pretrained directory")
     parser.add_argument("--tp_size", type=int, default=2, help="pretrained GPT-2 only: its TP shards")
-    parser.add_argument("--out", default="bench/study/sensitivity")
+    parser.add_argument("--out", default="bench/studies/sensitivity/char64_s1-3")
     parser.add_argument("--eval_batches", type=int, default=16)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--sample_seed", type=int, default=0, help="the fixed val sample (and fine-tune batches)")

@@ -5,8 +5,11 @@ One row per run plus one aggregate row per setting (mean, std, n over seeds), ea
 paired seed by seed with a reference setting, and the plots a paper needs.
 
     python -m bench.summarize bench/studies/sync_count/runs --seeds 1-8 --out bench/studies/sync_count
-    python -m bench.summarize runs/char_loss_sweep --reference=train_shakespeare_char_12comm
-    python -m bench.summarize --all          # every study under bench/studies/ from its own runs/
+    python -m bench.summarize bench/studies/loss_sweep/runs --reference=train_shakespeare_char_12comm
+    python -m bench.summarize DIR/shakespeare_char_24comm-s1 DIR/shakespeare_char_7comm-s1 ...   # runs one by one
+
+Each study's folder, bench/studies/<name>/, names the exact commands that rebuild its tables from
+its committed runs/ (findings.md).
 
 --seeds keeps only the runs of those seeds ("1-7", "1,3,5", "1-4,8"), so a table computed while a
 sweep is still adding seeds can be recomputed exactly later.
@@ -151,7 +154,7 @@ def plots(aggregates, curves, rows, out, floors=()):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>)")
+    parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a sweep's <out>/<name>), or run directories")
     parser.add_argument("--out", default="", help="where to write the CSV and PNGs (default: the first sweep dir)")
     parser.add_argument("--reference", default="",
                         help="the setting every other is paired with, seed by seed: a setting's name, e.g. "

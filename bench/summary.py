@@ -172,7 +172,9 @@ def read_run(run_dir):
                                      if k not in PER_RUN_KEYS + TREATMENT_KEYS + BOOKKEEPING_KEYS}, sort_keys=True)
     row["_dense"] = cfg["tp_size"] == 1 and cfg["loss_model"] == "none"
     # Megatron's pattern on a lossless network: the same function as dense (the noise floor's twin)
-    row["_full_tp"] = cfg["tp_size"] > 1 and set(kinds) == {"tp"} and cfg["loss_model"] == "none"
+    # (a block_schedule run starts as all-tp but switches: not the twin)
+    row["_full_tp"] = (cfg["tp_size"] > 1 and set(kinds) == {"tp"} and not cfg.get("block_schedule")
+                       and cfg["loss_model"] == "none")
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     curve = [(r["iter"], r["val_loss"]) for r in evals]
@@ -335,12 +337,16 @@ def parse_seeds(text):
 
 
 def read_runs(sweep_dirs, seeds=None):
-    """(rows, curves) of every run directory (one with config.json) under the sweep directories,
+    """(rows, curves) of every run directory (one with config.json) under the sweep directories, or
+    given itself (a study that pairs its runs with another study's names those runs one by one),
     only those of `seeds` if given; a missing directory or no runs at all is a SummaryError."""
     run_dirs = []
     for d in sweep_dirs:
         if not os.path.isdir(d):
             raise SummaryError(f"{d!r} is not a directory of runs")
+        if os.path.exists(os.path.join(d, "config.json")):
+            run_dirs.append(d.rstrip("/"))
+            continue
         run_dirs += sorted(p for p in glob.glob(os.path.join(d, "*")) if os.path.exists(os.path.join(p, "config.json")))
     if not run_dirs:
         raise SummaryError(f"no runs (directories with config.json) under {', '.join(sweep_dirs)}")

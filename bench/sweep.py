@@ -2,9 +2,9 @@
 Run a grid of training runs (configs x settings x seeds), each a real train.py run in its
 own out_dir, then summarize them (bench/summarize.py: CSV and plots).
 
-    python -m bench.sweep bench/sweeps/char_sync_study.py               # run what is missing
-    python -m bench.sweep bench/sweeps/char_sync_study.py --slots 2     # two runs at a time
-    python -m bench.sweep bench/sweeps/char_sync_study.py --dry_run     # list the runs and their state
+    python -m bench.sweep bench/studies/sync_count/sweep.py             # run what is missing
+    python -m bench.sweep bench/studies/sync_count/sweep.py --slots 2   # two runs at a time
+    python -m bench.sweep bench/studies/sync_count/sweep.py --dry_run   # list the runs and their state
 
 A sweep file is plain Python, like a config file:
 
@@ -43,7 +43,7 @@ def fail(message):
 
 def load_sweep(path):
     if not os.path.isfile(path):
-        fail(f"sweep file {path!r} does not exist (see bench/sweeps/)")
+        fail(f"sweep file {path!r} does not exist (see bench/studies/*/sweep.py)")
     namespace = {}
     try:
         exec(compile(open(path).read(), path, "exec"), namespace)
@@ -123,7 +123,7 @@ def finish(run):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("sweep", help="a sweep file, e.g. bench/sweeps/char_sync_study.py")
+    parser.add_argument("sweep", help="a sweep file, e.g. bench/studies/sync_count/sweep.py")
     parser.add_argument("--out", default=os.path.join(ROOT, "runs"), help="where run directories go")
     parser.add_argument("--slots", type=int, default=1, help="runs at a time (CPU threads are split among them)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads per run (default: cores / slots)")

@@ -3,7 +3,7 @@ Time to target on a network: the iterations each config needs to reach the targe
 (measured, in the runs given) times the projected time of an iteration of GPT-2 124M with TP=2
 across two nodes at 25, 100 and 400 Gb/s (assumed: bench/step_time.py's model).
 
-    python -m bench.time_to_target runs/char_sync_study_8seeds --out bench/study_8seeds
+    python -m bench.time_to_target bench/studies/sync_count/runs --seeds 1-8 --out bench/studies/sync_count
 
 Measured: per run, the first iteration at which the val loss reaches dense's final val loss of
 the same seed x 1.01 (--target 1pct) or x 1.02 (2pct), interpolated between evals

@@ -3,7 +3,7 @@ Packet-loss tolerance per config, from a summary's run rows (bench/summarize.py'
 lossy run paired with the lossless run of the same config and seed (same weights, same batches),
 its final val loss minus the lossless one's.
 
-    python -m bench.tolerance bench/loss_sweep/experiment_summary.csv [--plot bench/loss_sweep/tolerance.png]
+    python -m bench.tolerance bench/studies/loss_sweep/experiment_summary.csv [--plot bench/studies/loss_sweep/tolerance.png]
 
 Per (config, link setting): the paired differences' mean, their 95% interval (Student t), the
 paired t test's p and Holm's correction over every setting of the table, and a simultaneous
@@ -180,7 +180,7 @@ def main():
     parser.add_argument("summary", help="experiment_summary.csv from bench/summarize.py")
     parser.add_argument("--plot", default="", help="write the paired cost vs loss rate plot here (.png)")
     parser.add_argument("--noise_floor", default="", help="noise_floor.json from bench/summarize.py (e.g. "
-                        "bench/study_8seeds/noise_floor.json): say which costs' 95%% intervals lie inside it")
+                        "bench/studies/sync_count/noise_floor.json): say which costs' 95%% intervals lie inside it")
     parser.add_argument("--reference", default="", help="config the others' costs are compared with "
                         "(default: the one with the most sync points), e.g. config/train_shakespeare_char_24comm.py")
     parser.add_argument("--plan", action="store_true", help="also print the seeds a follow-up needs to resolve each "

@@ -3,7 +3,7 @@ Does the cost of a dropped sync grow or shrink with width? Two summaries of the 
 two widths (bench/summarize.py's CSVs), each config paired with the reference config of its own
 width and seed, then the two widths' paired costs compared seed by seed:
 
-    python -m bench.width_effect bench/study_8seeds/experiment_summary.csv bench/width128/experiment_summary.csv
+    python -m bench.width_effect bench/studies/sync_count/experiment_summary.csv bench/studies/width128/experiment_summary.csv
 
 Per config, over the seeds both summaries hold: cost at each width (config - reference, same
 seed; mean and 95% Student t interval) and the change with width, (wide cost - narrow cost) per

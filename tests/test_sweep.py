@@ -12,10 +12,23 @@ from bench.harness import run, run_train
 from conftest import ROOT, TINY
 
 SWEEP = ["-m", "bench.sweep"]
-COMMITTED_SWEEPS = sorted(glob.glob(os.path.join(ROOT, "bench", "sweeps", "*.py")))
+COMMITTED_SWEEPS = sorted(glob.glob(os.path.join(ROOT, "bench", "studies", "*", "sweep.py")))
 
 
-@pytest.mark.parametrize("path", COMMITTED_SWEEPS, ids=os.path.basename)
+def study(path):
+    return os.path.basename(os.path.dirname(path))
+
+
+def test_every_study_folder_has_its_plan_sweep_and_findings():
+    """bench/studies/<name>/: the plan, the sweep file, the findings; runs/ where its logs are committed."""
+    folders = sorted(glob.glob(os.path.join(ROOT, "bench", "studies", "*", "")))
+    assert len(COMMITTED_SWEEPS) >= 8 and len(folders) >= len(COMMITTED_SWEEPS)
+    for folder in folders:
+        assert os.path.isfile(os.path.join(folder, "plan.md")), folder
+        assert os.path.isfile(os.path.join(folder, "findings.md")), folder
+
+
+@pytest.mark.parametrize("path", COMMITTED_SWEEPS, ids=study)
 def test_every_committed_sweep_file_still_plans(path, tmp_path, monkeypatch):
     """A committed sweep file is the record of a study and the command that reruns it: its keys, its
     config files and every override must still pass train.py's validation, so that a renamed config
@@ -26,7 +39,7 @@ def test_every_committed_sweep_file_still_plans(path, tmp_path, monkeypatch):
         study = sweeps.load_sweep(path)
         runs = sweeps.plan(study, str(tmp_path))
     except SystemExit as e:  # sweep.py's one-line errors
-        pytest.fail(f"{os.path.basename(path)}: {e}")
+        pytest.fail(f"{study(path)}: {e}")
     assert len(runs) == len(study["configs"]) * len(study["settings"]) * len(study["seeds"])
     assert not os.listdir(tmp_path)  # planning creates nothing
 
