@@ -20,6 +20,15 @@ a finished run is never run again or overwritten. A run that was interrupted res
 its checkpoint (sweep runs save one at every eval); one that died before its first
 checkpoint starts again. Failed runs are listed at the end with the tail of their log,
 and the sweep exits non-zero.
+
+Where runs go (--executor): child processes of this one (the default), submitit's local executor
+(`local`: the cluster code path on this machine), or a SLURM job per run (`slurm`, through
+submitit: --partition, --gpus_per_run, --time_min; the sweep's `launcher` runs inside the job, so
+torchrun uses the job's GPUs). Every executor prints the same `[done/total] ... ETA` line as runs
+finish, skips finished runs and resumes interrupted ones; this process stays up to follow them.
+
+    python -m bench.sweep bench/studies/gpt2_sync/sweep.py --executor slurm --partition gpu \
+        --gpus_per_run 8 --time_min 720 --slots 33
 """
 
 import argparse
@@ -121,17 +130,98 @@ def finish(run):
     os.replace(tmp, os.path.join(run["dir"], "result.json"))
 
 
+def train_job(argv, log_path, env):
+    """One run as a job (this process's child, or a submitit job on this machine or a cluster node):
+    train.py, its output appended to the run's train.log; returns its exit status."""
+    with open(log_path, "a") as log:
+        return subprocess.run(argv, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log).returncode
+
+
+class ProcessExecutor:
+    """Today's default: each run a child process of this one."""
+
+    def submit(self, argv, log_path, env):
+        log = open(log_path, "a")
+        proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=log)
+        proc.log = log
+        return proc
+
+    @staticmethod
+    def returncode(proc):
+        """None while the run goes on, then its exit status."""
+        if proc.poll() is None:
+            return None
+        proc.log.close()
+        return proc.returncode
+
+
+class SubmititExecutor:
+    """Each run a submitit job: `local` (submitit's LocalExecutor, the same code path on this
+    machine) or `slurm` (sbatch; `launcher` still runs inside the job, e.g. torchrun on its GPUs).
+    A job that the cluster kills (time limit, preemption) counts as failed; its checkpoint stays,
+    and the next sweep resumes it, as a killed local run does."""
+
+    def __init__(self, kind, folder, partition="", gpus=0, time_min=0, cpus=1):
+        try:
+            import submitit  # imported only when asked for: the default executor needs nothing more
+        except ImportError:
+            fail(f"--executor {kind} needs submitit, which is not installed: pip install submitit")
+        self.executor = submitit.AutoExecutor(folder=folder, cluster=kind)
+        params = dict(gpus_per_node=gpus, cpus_per_task=cpus, tasks_per_node=1, nodes=1)
+        if time_min:
+            params["timeout_min"] = time_min
+        if partition:
+            params["slurm_partition"] = partition
+        self.executor.update_parameters(**params)
+        # the job unpickles bench.sweep.train_job: it must find this repository's bench package
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
+
+    def submit(self, argv, log_path, env):
+        return self.executor.submit(train_job, argv, log_path, env)
+
+    @staticmethod
+    def returncode(job):
+        if not job.done():
+            return None
+        try:
+            return job.result()
+        except Exception as e:  # the job itself failed (killed, timed out): a failed run, resumed next time
+            print(f"note: job {job.job_id} ended without a result: {type(e).__name__}: {str(e).strip()[-300:]}",
+                  file=sys.stderr)
+            return -1
+
+
+def make_executor(args, sweep):
+    if args.executor == "process":
+        return ProcessExecutor()
+    return SubmititExecutor(args.executor, args.submitit_dir or os.path.join(args.out, sweep["name"], ".submitit"),
+                            partition=args.partition, gpus=args.gpus_per_run, time_min=args.time_min,
+                            cpus=args.threads or 1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("sweep", help="a sweep file, e.g. bench/studies/sync_count/sweep.py")
     parser.add_argument("--out", default=os.path.join(ROOT, "runs"), help="where run directories go")
-    parser.add_argument("--slots", type=int, default=1, help="runs at a time (CPU threads are split among them)")
+    parser.add_argument("--slots", type=int, default=1, help="runs at a time (CPU threads are split among them; "
+                        "with --executor slurm: jobs in the queue at once)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads per run (default: cores / slots)")
     parser.add_argument("--dry_run", action="store_true", help="list the runs and their state, run nothing")
     parser.add_argument("--no_summary", action="store_true", help="skip bench/summarize.py at the end")
+    parser.add_argument("--executor", choices=("process", "local", "slurm"), default="process",
+                        help="process: child processes of this one (default); local: submitit's local executor; "
+                             "slurm: a SLURM job per run through submitit")
+    parser.add_argument("--partition", default="", help="SLURM partition (--executor slurm)")
+    parser.add_argument("--gpus_per_run", type=int, default=0, help="GPUs per job (submitit executors; e.g. 8 with "
+                        "launcher = 'torchrun --standalone --nproc_per_node=8')")
+    parser.add_argument("--time_min", type=int, default=0, help="a job's time limit in minutes (submitit executors; "
+                        "a run stopped by it resumes from its checkpoint on the next sweep)")
+    parser.add_argument("--submitit_dir", default="", help="submitit's logs and pickles (default: <out>/<name>/.submitit)")
     args = parser.parse_args()
     if args.slots < 1:
         fail(f"--slots={args.slots} must be at least 1")
+    if args.executor != "slurm" and args.partition:
+        fail(f"--partition is for --executor slurm, not {args.executor}")
     sweep = load_sweep(args.sweep)
     runs = plan(sweep, args.out)
     todo = [r for r in runs if state(r) != "done"]
@@ -143,28 +233,30 @@ def main():
         return
 
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.slots)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+    env = dict(OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+    executor = make_executor(args, sweep) if todo else None
     running, failed, durations, started = {}, [], [], time.time()
     queue = list(todo)
     while queue or running:
         while queue and len(running) < args.slots:
             run = queue.pop(0)
             os.makedirs(run["dir"], exist_ok=True)
-            log = open(os.path.join(run["dir"], "train.log"), "a")
-            proc = subprocess.Popen(command(run, sweep["launcher"]), cwd=ROOT, env=env, stdout=log, stderr=log)
-            running[proc] = (run, log, time.time())
+            handle = executor.submit(command(run, sweep["launcher"]), os.path.join(run["dir"], "train.log"), env)
+            running[id(handle)] = (handle, run, time.time())
         time.sleep(0.5)
-        for proc in [p for p in running if p.poll() is not None]:
-            run, log, t0 = running.pop(proc)
-            log.close()
-            if proc.returncode == 0:
+        for key, (handle, run, t0) in list(running.items()):
+            returncode = executor.returncode(handle)
+            if returncode is None:
+                continue
+            del running[key]
+            if returncode == 0:
                 finish(run)
                 durations.append(time.time() - t0)
             else:
                 failed.append(run)
             done = len(durations) + len(failed)
             eta = (sum(durations) / len(durations)) * (len(queue) + len(running)) / args.slots if durations else 0
-            print(f"[{done}/{len(todo)}] {'ok    ' if proc.returncode == 0 else 'FAILED'} {run['id']} "
+            print(f"[{done}/{len(todo)}] {'ok    ' if returncode == 0 else 'FAILED'} {run['id']} "
                   f"({time.time() - t0:.0f}s) | elapsed {(time.time() - started) / 60:.1f} min, "
                   f"ETA {eta / 60:.1f} min", flush=True)
     for run in failed:

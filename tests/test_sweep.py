@@ -164,3 +164,36 @@ def test_summary_averages_seeds_of_one_setting_only(tmp_path):
     assert [aggregates[k]["n"] for k in ("600", "3000")] == ["2", "2"]
     assert abs(float(aggregates["600"]["final_val_loss"]) - 2.1) < 1e-9
     assert abs(float(aggregates["3000"]["final_val_loss"]) - 1.6) < 1e-9
+
+
+@pytest.mark.slow
+def test_sweep_through_submitits_local_executor(char_data, tmp_path):
+    """--executor local: each run a submitit job on this machine, the same path a SLURM job takes;
+    the same progress line, result.json per run, and a second sweep finds everything done."""
+    pytest.importorskip("submitit")
+    sweep = tmp_path / "tiny_local.py"
+    common = {a[2:].split("=")[0]: a.split("=", 1)[1] for a in TINY}
+    common.update(data_dir=char_data, max_iters="10", eval_interval="10", n_layer="12")
+    sweep.write_text(f'name = "tiny_local"\nconfigs = ["config/train_shakespeare_char_24comm.py", '
+                     f'"config/train_shakespeare_char_2comm.py"]\nseeds = [1]\ncommon = {common!r}\n')
+    out = tmp_path / "runs"
+    result = run([sys.executable, *SWEEP, str(sweep), "--out", str(out), "--executor", "local", "--slots", "2",
+                  "--threads", "1", "--no_summary"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[2/2]" in result.stdout and "ETA" in result.stdout and "FAILED" not in result.stdout
+    for stem in ("shakespeare_char_24comm", "shakespeare_char_2comm"):
+        done = json.loads((out / "tiny_local" / f"{stem}-s1" / "result.json").read_text())
+        assert done["final"]["iter"] == 10
+        assert "step 10:" in (out / "tiny_local" / f"{stem}-s1" / "train.log").read_text()
+    assert list((out / "tiny_local" / ".submitit").iterdir())  # submitit's own job folders
+    again = run([sys.executable, *SWEEP, str(sweep), "--out", str(out), "--executor", "local", "--no_summary"])
+    assert again.returncode == 0 and "2 done, 0 to run" in again.stdout
+
+
+def test_a_missing_submitit_is_a_one_line_error(monkeypatch, tmp_path):
+    """submitit is imported only for --executor local/slurm; without it, one line says how to get it."""
+    from bench import sweep as sweeps
+    monkeypatch.setitem(sys.modules, "submitit", None)  # `import submitit` now raises ImportError
+    with pytest.raises(SystemExit, match="--executor slurm needs submitit, which is not installed: pip install submitit"):
+        sweeps.SubmititExecutor("slurm", str(tmp_path))
+    assert sweeps.ProcessExecutor()  # the default executor needs nothing more
