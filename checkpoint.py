@@ -102,25 +102,31 @@ def gather(model, optimizer, comm):
     return model_state, optim_state
 
 
-def collect(model, optimizer, comm, dp_rank, pipeline=None):
+def write_json(path, content):
+    """A run file (config.json, run_info.json, link_stats.json), indented for reading."""
+    with open(path, "w") as f:
+        json.dump(content, f, indent=2)
+
+
+def collect(model, optimizer, comm, dp_rank, step=None):
     """What a checkpoint holds of the model, the optimizer and the network: collectives, on every
     rank. The model and optimizer come from one TP group (the data-parallel replicas are equal;
-    with a pipeline, one TP group per stage, merged into the whole model: pipeline.py), the link
+    with a pipeline, one TP group per stage, merged by the step into the whole model: pipeline.py), the link
     states from every TP group, merged over the group's processes (of every stage)."""
     model_state = optim_state = None
     if isinstance(optimizer, ZeroRedundancyOptimizer):  # ZeRO-1: the whole AdamW state, as plain AdamW
         optimizer.consolidate_state_dict(to=0)  # keeps it, on data-parallel rank 0 (every rank calls this)
     if dp_rank == 0:
         model_state, optim_state = gather(model, optimizer, comm)
-        if pipeline is not None:
-            model_state, optim_state = pipeline.merge(model_state, optim_state, optimizer)
+        if step is not None:
+            model_state, optim_state = step.merge(model_state, optim_state, optimizer)
     pieces = {"model": model_state, "optimizer": optim_state}
     if comm.link.lossy:  # so a resumed run draws exactly the masks an unbroken run draws
         states = [comm.link.state_dict()]
         if dist.is_initialized():
             states = [None] * dist.get_world_size()
             dist.all_gather_object(states, comm.link.state_dict())
-        per_group = comm.processes_per_tp_group(comm.tp_size) * (pipeline.size if pipeline else 1)
+        per_group = comm.processes_per_tp_group(comm.tp_size) * (step.size if step else 1)
         pieces["link"] = [LossyLink.merge_states(states[g:g + per_group]) for g in range(0, len(states), per_group)]
         pieces["link_model"] = comm.link.describe()
     return pieces

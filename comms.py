@@ -33,54 +33,62 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
-from links import BWD, FWD, LosslessLink
+from links import BWD, FWD, AllArrive, LosslessLink, Recorded, Replayed
 
 
 class SyncCounter:
-    """Counts forward syncs and backward mirror exchanges as they really happen; the model's
-    analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught."""
+    """Counts forward syncs and backward mirror exchanges as they really happen, eager or compiled;
+    the model's analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught.
+
+    One tally tensor holds every count: [forward, backward, sync_bytes, one slot per sync point]. A
+    compiled graph updates it in place at every call with no Python running and no guard on the
+    counts (an int would be a guard, and every new value a recompile); eager code updates it the same
+    way. `slots` maps a sync point to its index: fixed by the model before anything is compiled
+    (GPT.__init__), grown eagerly for a point it did not name."""
 
     def __init__(self):
-        # Counts made inside a torch.compile graph go to a tensor, not to Python ints: the
-        # compiled graph updates it in place at every call, and no guard depends on the
-        # counts (an int or dict would be a guard, and every new value a recompile).
-        # tally: [forward, backward, sync_bytes, one slot per sync point]; slots: point ->
-        # its index, fixed by the model before anything is compiled (GPT.__init__).
         self.tally, self.slots = None, {}
         self.reset()
 
     def reset(self):
-        self.eager_forward = 0   # forward syncs since the last reset, counted eagerly
-        self.eager_backward = 0  # backward mirror exchanges since the last reset, counted eagerly
-        self.eager_points = {}   # sync point name -> forward syncs, counted eagerly
-        self.eager_sync_bytes = 0  # payload of the syncs and mirror exchanges: one rank's message each
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
         self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
         if self.tally is not None:
             self.tally.zero_()
 
-    def _traced(self, index):  # a host sync, on a GPU
+    def add(self, point, x, forward, backward):
+        """Count `forward` syncs and `backward` mirror exchanges at `point`, each one rank's message of x."""
+        if self.tally is None or self.tally.device != x.device:  # once: the model's device
+            self.tally = torch.zeros(3 + len(self.slots), dtype=torch.long, device=x.device)
+        if point not in self.slots and not torch.compiler.is_compiling():
+            self.slots[point] = len(self.tally)
+            self.tally = torch.cat([self.tally, self.tally.new_zeros(1)])
+        self.tally[0] += forward
+        self.tally[1] += backward
+        self.tally[2] += x[0].numel() * x.element_size() * (forward + backward)
+        if point in self.slots:
+            self.tally[self.slots[point]] += forward
+
+    def _read(self, index):  # a host sync, on a GPU
         return 0 if self.tally is None else int(self.tally[index])
 
     @property
     def forward(self):
-        return self.eager_forward + self._traced(0)
+        return self._read(0)
 
     @property
     def backward(self):
-        return self.eager_backward + self._traced(1)
+        return self._read(1)
 
     @property
     def sync_bytes(self):
-        return self.eager_sync_bytes + self._traced(2)
+        return self._read(2)
 
     @property
     def points(self):
-        """Sync point name -> forward syncs since the last reset, in model order."""
-        traced = {} if self.tally is None else dict(zip(self.slots, self.tally[3:].tolist()))
-        names = list(self.slots) + [p for p in self.eager_points if p not in self.slots]
-        counts = {p: self.eager_points.get(p, 0) + traced.get(p, 0) for p in names}
+        """Sync point name -> forward syncs since the last reset, in the order the slots were named."""
+        counts = {} if self.tally is None else dict(zip(self.slots, self.tally[3:].tolist()))
         return {p: n for p, n in counts.items() if n}
 
 
@@ -94,55 +102,24 @@ def exchange(x, link, direction, point):
     return out.view_as(x)
 
 
-def _count(comm, point, direction, x):
-    """Count one sync (or mirror exchange) and its payload: one rank's message of x."""
-    counter, link, T = comm.counter, comm.link, comm.tp_size
-    if comm.dry:  # pipeline.py's shape inference: not a pass of training
-        return
-    if comm.replaying:  # activation checkpointing's recompute of a sync already counted
-        counter.recomputed += 1
-        return
-    if direction == FWD:
-        counter.eager_forward += 1
-        counter.eager_points[point] = counter.eager_points.get(point, 0) + 1
-    else:
-        counter.eager_backward += 1
-    counter.eager_sync_bytes += x[0].numel() * x.element_size()
-    if link.lossy and not link.loses(direction):  # lossless direction of a lossy link: count its packets
-        incoming = comm.local_ranks * (T - 1)  # links j -> r into the ranks this process holds
-        link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
-
-
-
-def _count_traced(comm, point, x):
-    """Count a sync on a lossless link inside a torch.compile graph, in the counter's tally tensor.
-    No Python runs in a compiled backward pass, so the backward mirror exchange (autograd's
-    broadcast of the sum) is counted here, from the structure, when a gradient will flow."""
-    counter, size = comm.counter, x[0].numel() * x.element_size()
-    if counter.tally is None or counter.tally.device != x.device:  # once: the model's device
-        counter.tally = torch.zeros(3 + len(counter.slots), dtype=torch.long, device=x.device)
-    backward = int(torch.is_grad_enabled() and x.requires_grad)
-    counter.tally[0] += 1
-    counter.tally[1] += backward
-    counter.tally[2] += size * (1 + backward)
-    if point in counter.slots:
-        counter.tally[counter.slots[point]] += 1
-
-
-class _CountedAdd(torch.autograd.Function):
-    """b + total, where total is a sync's partials already summed over ranks (SimComm.sums_in_gemm):
-    counted as the sync and, in the backward pass, as its mirror exchange."""
+class _Sync(torch.autograd.Function):
+    """One sync point, eager, in either mode: b + d as every rank receives it (comm.cross); the
+    backward is the mirror exchange of the output gradient, through the same crossing."""
 
     @staticmethod
-    def forward(ctx, b, total, comm, point):
-        ctx.comm, ctx.point = comm, point
-        _count(comm, point, FWD, total)
-        return b + total
+    def forward(ctx, b, d, comm, point):
+        ctx.comm, ctx.point, ctx.b_shape, ctx.d_shape = comm, point, b.shape, d.shape
+        comm.count(point, FWD, d)
+        return b + comm.cross(d, FWD, point)
 
     @staticmethod
     def backward(ctx, grad_out):
-        _count(ctx.comm, ctx.point, BWD, grad_out)
-        return grad_out, grad_out, None, None
+        # grad_out: (Rg, B, L, C), each rank's output gradient; in `sim` with Rg == 1 the output was
+        # shared by broadcasting and grad_out is already the sum over ranks
+        comm = ctx.comm
+        comm.count(ctx.point, BWD, grad_out)
+        grad_d = comm.cross(grad_out, BWD, ctx.point).expand(ctx.d_shape)
+        return grad_out.sum_to_size(ctx.b_shape), grad_d, None, None
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -157,57 +134,6 @@ class _AllReduceSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return funcol.all_reduce(grad.contiguous(), "sum", ctx.group), None
-
-
-class _SimSync(torch.autograd.Function):
-    """One sync point in `sim` mode, all ranks on the leading axis."""
-
-    @staticmethod
-    def forward(ctx, b, d, comm, point):
-        ctx.comm, ctx.point, ctx.b_ranks = comm, point, b.shape[0]
-        _count(comm, point, FWD, d)
-        link, R = comm.link, comm.local_ranks
-        if link.loses(FWD):
-            return b + exchange(d, link, FWD, point)  # ranks may now disagree: (R, B, L, C)
-        out = b + d.sum(0, keepdim=True)  # every rank receives every partial
-        if link.loses(BWD) and out.shape[0] == 1:
-            # the states agree, but the backward exchange needs each rank's own gradient:
-            # keep one view per rank so autograd does not sum them
-            out = out.expand(R, *out.shape[1:])
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        # grad_out: (Rg, B, L, C), each rank's output gradient; with Rg == 1 the output
-        # was shared by broadcasting and grad_out is already the sum over ranks.
-        comm, link, R = ctx.comm, ctx.comm.link, ctx.comm.local_ranks
-        _count(comm, ctx.point, BWD, grad_out.expand(R, *grad_out.shape[1:]))
-        grad_b = grad_out if ctx.b_ranks == grad_out.shape[0] else grad_out.sum(0, keepdim=True)
-        if link.loses(BWD):  # rank r sends its gradient g_r to every j over link r -> j
-            return grad_b, exchange(grad_out.expand(R, *grad_out.shape[1:]), link, BWD, ctx.point), None, None
-        total = grad_out if grad_out.shape[0] == 1 else grad_out.sum(0, keepdim=True)
-        return grad_b, total.expand(R, *grad_out.shape[1:]), None, None
-
-
-class _DistSync(torch.autograd.Function):
-    """One sync point in `dist` mode: this process is one TP rank, the group is real.
-
-    Lossless: an all-reduce of the partials. Lossy: an all-gather of the partials, each
-    masked at the receiver by the packets of its incoming links (the same streams that
-    `sim` mode draws), then summed in the same order as `sim` mode sums them.
-    """
-
-    @staticmethod
-    def forward(ctx, b, d, comm, point):
-        ctx.comm, ctx.point = comm, point
-        _count(comm, point, FWD, d)
-        return b + comm.reduce(d, FWD, point)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        comm = ctx.comm
-        _count(comm, ctx.point, BWD, grad_out)
-        return grad_out, comm.reduce(grad_out, BWD, ctx.point), None, None
 
 
 class _MeanOverRanks(torch.autograd.Function):
@@ -227,10 +153,10 @@ class _MeanOverRanks(torch.autograd.Function):
 
 
 class TPComm:
-    """What both modes share: tp_size, the link, the sync counter, the identity at size 1.
+    """What both modes share: tp_size, the link, the sync counter, the route of a sync.
 
-    Use SimComm or DistComm (or comm_for); a subclass sets `_sync`, the autograd function
-    of one sync point, and the methods that differ between the modes.
+    Use SimComm or DistComm (or comm_for); a subclass says how a message crosses (`cross`, and
+    `_sum_traced` under torch.compile) and does the other things that differ between the modes.
     """
 
     def __init__(self, tp_size=1, link=None):
@@ -242,30 +168,39 @@ class TPComm:
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
     def sync(self, b, d, point):
-        """Synchronise pending partials d into b at sync point `point` (a name).
+        """One sync point: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j).
 
-        Returns the new b; the caller's d is spent (zero) afterwards. Under torch.compile a
-        lossless sync is traced into the graph (a sum, or a functional all-reduce); a lossy
-        one is a graph break, because the link's generators and statistics run eagerly.
+        The route of every sync, in three parts: what is sent (each rank's whole d), how it
+        crosses (`cross`: a sum over the rank axis in `sim`, a collective in `dist`, each through
+        the link) and when it lands (now: the returned state). `d` may be (1, ...), the partials
+        already summed over ranks by the sublayer's own GEMM (`sums_in_gemm`): the same sync, whose
+        crossing has nothing left to add. The caller's d is spent afterwards.
         """
         if self.tp_size == 1:
             return b + d  # a sync over one rank is the identity: nothing to count
         if torch.compiler.is_compiling() and not self.link.lossy:
-            _count_traced(self, point, d)
-            return b + self._sum_over_ranks(d)
-        return self._eager_sync(b, d, point)
+            # traced into the graph: no Python runs per call, so the backward mirror exchange
+            # (autograd's broadcast of the sum) is counted here, from the structure
+            self.counter.add(point, d, 1, int(torch.is_grad_enabled() and d.requires_grad))
+            return b + self._sum_traced(d)
+        return self._eager_sync(b, d, point)  # a lossy sync is a graph break: the link runs eagerly
 
     @torch.compiler.disable
     def _eager_sync(self, b, d, point):
-        return self._sync.apply(b, d, self, point)
+        return _Sync.apply(b, d, self, point)
 
-    def add_summed(self, b, total, point):
-        """A sync whose partials the sublayer already summed over ranks in its own GEMM (only
-        where sums_in_gemm): the sum is the all-reduce; this counts it and adds it to b."""
-        if torch.compiler.is_compiling() and not self.link.lossy:
-            _count_traced(self, point, total)
-            return b + total
-        return _CountedAdd.apply(b, total, self, point)
+    def count(self, point, direction, x):
+        """Count one eager sync (FWD) or mirror exchange (BWD) and its payload: one rank's message of x."""
+        if self.dry:  # pipeline.py's shape inference: not a pass of training
+            return
+        if self.replaying:  # activation checkpointing's recompute of a sync already counted
+            self.counter.recomputed += 1
+            return
+        self.counter.add(point, x, int(direction == FWD), int(direction == BWD))
+        link = self.link
+        if link.lossy and not link.loses(direction):  # lossless direction of a lossy link: count its packets
+            incoming = self.local_ranks * (self.tp_size - 1)  # links j -> r into the ranks this process holds
+            link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
 
     @contextlib.contextmanager
     def evaluating(self, lossy=False):
@@ -282,11 +217,12 @@ class TPComm:
     def dry_run(self):
         """A pass that only finds shapes (torch's pipeline stages run one on empty tensors before the
         first step): nothing counted, and a lossy link delivers every packet without drawing."""
-        self.dry = self.link.dry = True
+        self.dry = True
         try:
-            yield
+            with self.link.masks_from(AllArrive()):
+                yield
         finally:
-            self.dry = self.link.dry = False
+            self.dry = False
 
     def checkpoint_contexts(self):
         """torch.utils.checkpoint's context_fn, once per checkpointed block: (around its forward,
@@ -294,20 +230,27 @@ class TPComm:
         counted again, and a lossy link hands back the packet masks this block's forward drew
         (kept on the block's own tape, freed with its graph) instead of drawing new ones."""
         tape = {}
-        return self._taping(tape, replay=False), self._taping(tape, replay=True)
+        return self._taped(lambda: Recorded(self.link.source, tape)), self._taped(lambda: Replayed(tape), True)
 
     @contextlib.contextmanager
-    def _taping(self, tape, replay):
-        link = self.link
+    def _taped(self, source, replay=False):
         self.replaying = replay
-        if link.lossy:
-            link.tape, link.replaying = tape, replay
         try:
-            yield
+            with self.link.masks_from(source()):
+                yield
         finally:
             self.replaying = False
-            if link.lossy:
-                link.tape, link.replaying = None, False
+
+    def grad_norm(self, params, stages=None, skip=None):
+        """The whole model's gradient norm: every shard of every TP rank once (the mode's
+        `_grad_norm`); stages: a pipeline's group, whose stages' squares are summed (`skip`: a
+        parameter another stage already counts, the tied weight)."""
+        params = [p for p in params if p.grad is not None and p is not skip]
+        if stages is None:
+            return self._grad_norm(params)
+        squares = self.grad_squares(params).reshape(1).double()
+        dist.all_reduce(squares, group=stages)
+        return squares.sqrt().float()[0]
 
     def _timed(self, start):
         if self.timing:
@@ -316,9 +259,14 @@ class TPComm:
             self.counter.comm_seconds += time.perf_counter() - start
 
 
+def clip_grad_norm_(params, max_norm, norm):
+    """Scale every gradient by min(1, max_norm / norm): the clipping of every mode and step."""
+    torch.nn.utils.clip_grads_with_norm_([p for p in params if p.grad is not None], max_norm, norm)
+    return norm
+
+
 class SimComm(TPComm):
     """One process simulates all tp_size ranks: every sharded tensor has a leading rank axis."""
-    _sync = _SimSync
 
     @staticmethod
     def processes_per_tp_group(tp_size):
@@ -336,8 +284,21 @@ class SimComm(TPComm):
         concatenated ranks, the dense layer's own matmul, with no per-rank partial in memory."""
         return self.tp_size > 1 and not (self.link.loses(FWD) or self.link.loses(BWD))
 
-    def _sum_over_ranks(self, d):
-        return d.sum(0, keepdim=True)
+    def cross(self, x, direction, point):
+        """x (R, ...): every rank's message -> the sum each rank receives; (1, ...) while all agree.
+        A (1, ...) x is already the sum (a summed GEMM's output, or a gradient shared by broadcasting)."""
+        R = self.local_ranks
+        if self.link.loses(direction):  # rank j sends x_j to every r over link j -> r
+            return exchange(x.expand(R, *x.shape[1:]), self.link, direction, point)  # ranks may now disagree
+        total = self._sum_traced(x)
+        if direction == FWD and self.link.loses(BWD):
+            # the states agree, but the backward exchange needs each rank's own gradient:
+            # one view per rank, so that autograd does not sum them
+            total = total.expand(R, *total.shape[1:])
+        return total
+
+    def _sum_traced(self, x):
+        return x if x.shape[0] == 1 else x.sum(0, keepdim=True)
 
     def loss_mean(self, loss):
         """The training objective from each rank's own loss: the mean over TP ranks (the
@@ -347,9 +308,8 @@ class SimComm(TPComm):
     def reduce_replicated_grads(self, params):
         """Autograd already summed every rank's gradient into the one copy of a replicated parameter."""
 
-    def clip_grad_norm_(self, params, max_norm):
-        """Clip by the norm of the whole model's gradient: every shard is here."""
-        return torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], max_norm)
+    def _grad_norm(self, params):
+        return torch.nn.utils.get_total_norm([p.grad for p in params])  # every shard is here
 
     def grad_squares(self, params):
         """The squared norm of params' gradients over the TP group (pipeline.py sums it over stages)."""
@@ -370,7 +330,6 @@ class SimComm(TPComm):
 
 class DistComm(TPComm):
     """This process is TP rank `rank` of the process group `group` (tp_size processes)."""
-    _sync = _DistSync
 
     @staticmethod
     def processes_per_tp_group(tp_size):
@@ -384,11 +343,13 @@ class DistComm(TPComm):
         self.ranks = [rank]
         self.local_ranks = 1
 
-    def _sum_over_ranks(self, d):
+    def _sum_traced(self, d):
         return _AllReduceSum.apply(d, self.group)
 
-    def reduce(self, x, direction, point):
-        """The sum over TP ranks of x as this rank receives it through the link."""
+    def cross(self, x, direction, point):
+        """The sum over TP ranks of x as this rank receives it through the link. Lossless: an
+        all-reduce. Lossy: an all-gather of every rank's x, each masked at the receiver by the
+        packets of its incoming links (the streams `sim` draws), summed in `sim`'s order."""
         start = time.perf_counter() if self.timing else 0.0
         x = x.contiguous()
         if self.link.loses(direction):
@@ -419,16 +380,10 @@ class DistComm(TPComm):
             g.copy_(summed.view_as(g))
         self._timed(start)
 
-    def clip_grad_norm_(self, params, max_norm):
-        """Clip by the norm of the whole model's gradient, every shard of every rank counted once."""
-        params = [p for p in params if p.grad is not None]
+    def _grad_norm(self, params):
         if self.tp_size == 1:
-            return torch.nn.utils.clip_grad_norm_(params, max_norm)
-        norm = self.grad_squares(params).sqrt()
-        scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-        for p in params:
-            p.grad.mul_(scale)
-        return norm
+            return torch.nn.utils.get_total_norm([p.grad for p in params])
+        return self.grad_squares(params).sqrt()
 
     def grad_squares(self, params):
         """The squared norm of params' gradients over the TP group, every shard counted once."""
@@ -474,42 +429,3 @@ def comm_for(tp_mode, tp_size=1, link=None, group=None, rank=0):
         raise ValueError(f"tp_mode={tp_mode!r}: allowed are 'sim' (one process simulates the TP ranks) "
                          f"and 'dist' (one process per TP rank, under torchrun)")
     return MODES[tp_mode](tp_size, link, group, rank)
-
-
-def process_grid(tp_procs, timeout=None, pp_size=1):
-    """TP groups of consecutive ranks, then pipeline stages, then data parallel across them:
-    rank = (dp_rank * pp_size + pp_rank) * tp_procs + tp_rank.
-
-    Returns (tp_rank, dp_rank, dp_world, tp_group, dp_group), and with pp_size > 1 also
-    (pp_rank, pp_group, tied_group): the stages of this process's pipeline, and its first and
-    last stage, which hold the tied embedding / LM head. Every rank creates every group, as
-    torch.distributed requires, each with `timeout` (a timedelta) for its collectives. With
-    tp_procs == pp_size == 1 every process is a data-parallel rank and the default group is the
-    data-parallel group.
-    """
-    rank, world = dist.get_rank(), dist.get_world_size()
-    tp_rank, pp_rank, dp_rank = rank % tp_procs, rank // tp_procs % pp_size, rank // (tp_procs * pp_size)
-    dp_world = world // (tp_procs * pp_size)
-    if tp_procs == pp_size == 1:
-        return 0, rank, world, None, None
-
-    def grid_rank(dp, pp, tp):
-        return (dp * pp_size + pp) * tp_procs + tp
-
-    def own(groups):  # create every group (all ranks must), keep the one holding this rank
-        mine = None
-        for ranks in groups:
-            group = dist.new_group(ranks, timeout=timeout)
-            mine = group if rank in ranks else mine
-        return mine
-
-    cells = [(dp, pp) for dp in range(dp_world) for pp in range(pp_size)]
-    tp_group = own([[grid_rank(dp, pp, tp) for tp in range(tp_procs)] for dp, pp in cells]) if tp_procs > 1 else None
-    dp_group = own([[grid_rank(dp, pp, tp) for dp in range(dp_world)] for pp in range(pp_size)
-                    for tp in range(tp_procs)])
-    if pp_size == 1:
-        return tp_rank, dp_rank, dp_world, tp_group, dp_group
-    lines = [(dp, tp) for dp in range(dp_world) for tp in range(tp_procs)]
-    pp_group = own([[grid_rank(dp, pp, tp) for pp in range(pp_size)] for dp, tp in lines])
-    tied_group = own([[grid_rank(dp, 0, tp), grid_rank(dp, pp_size - 1, tp)] for dp, tp in lines])
-    return tp_rank, dp_rank, dp_world, tp_group, dp_group, pp_rank, pp_group, tied_group

@@ -183,6 +183,9 @@ def check_train_config(config):
     for key in ("beta1", "beta2"):  # AdamW's own rule
         if not 0.0 <= config[key] < 1.0:
             raise ConfigError(f"{key}={config[key]!r} must be in [0, 1)")
+    if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:
+        raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
+                          f"crosses a link")
 
 
 def train_defaults(train_py=None):

@@ -15,166 +15,17 @@ that holds rank r draw the same masks for the link j -> r.
     link.stats()                    # packets sent / lost / bursts, per direction and sync point
 """
 
+import contextlib
 import math
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from loss_models import GE_PRESETS, BernoulliLoss, GilbertElliottLoss  # noqa: F401 (links' names)
+
 FWD, BWD = 0, 1
 DIRECTIONS = ("fwd", "bwd")
-
-class BernoulliLoss:
-    """Each packet is lost independently with probability loss_rate."""
-    name = "bernoulli"
-
-    def __init__(self, loss_rate):
-        self.loss_rate = loss_rate
-
-    @property
-    def stationary_loss(self):
-        return self.loss_rate
-
-    @property
-    def mean_burst(self):
-        """Mean run of consecutive lost packets: 1 / (1 - q)."""
-        return 1.0 / (1.0 - self.loss_rate) if self.loss_rate < 1 else math.inf
-
-    @property
-    def can_lose(self):
-        return self.loss_rate > 0
-
-    def describe(self):
-        return f"bernoulli(loss_rate={self.loss_rate:g})"
-
-    def sample(self, n, stream):
-        """Lost flags of the next n packets of one link's stream."""
-        return torch.rand(n, generator=stream.generator, device=stream.device) < self.loss_rate
-
-
-class GilbertElliottLoss:
-    """A two-state Markov chain per link (netem's `loss gemodel p r 1-h 1-k`).
-
-    p = P(good -> bad), r = P(bad -> good), checked once per packet; a packet is
-    lost with probability 1-k in the good state and 1-h in the bad state. The
-    stationary bad share is p/(p+r), the mean bad-state run 1/r packets, and the
-    chain's state carries over from one message to the next on the same link
-    (every chain starts in the good state).
-
-    Sampling draws run lengths, not packets: one geometric draw per state run,
-    then the per-packet states by a cumulative sum, all on the message's device,
-    `block` packets ahead of the messages that use them.
-    """
-    name = "gilbert_elliott"
-
-    def __init__(self, p, r, k, h):
-        self.p, self.r, self.k, self.h = p, r, k, h
-        self.mean_run = 0.5 * (1 / max(p, 1e-12) + 1 / max(r, 1e-12))  # mean length of a run, either state
-        self._log_stay_cache = {}
-
-    @property
-    def stationary_bad(self):
-        return self.p / (self.p + self.r)
-
-    @property
-    def stationary_loss(self):
-        bad = self.stationary_bad
-        return (1 - bad) * (1 - self.k) + bad * (1 - self.h)
-
-    @property
-    def mean_burst(self):
-        """Mean run of consecutive lost packets in the stationary chain.
-
-        = P(lost) / P(a loss burst starts at a packet), with
-        P(start) = sum over (s_prev, s) of pi(s_prev) (1 - loss(s_prev)) T(s_prev -> s) loss(s).
-        """
-        pi = {0: 1 - self.stationary_bad, 1: self.stationary_bad}
-        loss = {0: 1 - self.k, 1: 1 - self.h}
-        move = {(0, 0): 1 - self.p, (0, 1): self.p, (1, 0): self.r, (1, 1): 1 - self.r}
-        start = sum(pi[a] * (1 - loss[a]) * move[a, b] * loss[b] for a in (0, 1) for b in (0, 1))
-        return self.stationary_loss / start if start > 0 else (math.inf if self.stationary_loss > 0 else 0.0)
-
-    @property
-    def can_lose(self):
-        return self.k < 1 or (self.p > 0 and self.h < 1)
-
-    def describe(self):
-        return f"gilbert_elliott(p={self.p:g}, r={self.r:g}, k={self.k:g}, h={self.h:g})"
-
-    block = 65536  # chain states are drawn this many packets ahead, so small messages are cheap
-
-    def bad_states(self, n, stream):
-        """States (True = bad) of the next n packets of the stream's chain."""
-        parts = []
-        while n > 0:
-            if stream.ahead is None or len(stream.ahead) == 0:
-                stream.ahead = self.draw_states(max(n, self.block), stream)
-            parts.append(stream.ahead[:n])
-            stream.ahead, n = stream.ahead[n:], n - len(parts[-1])
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-    def draw_states(self, n, stream):
-        """The chain's next n states (True = bad) from its state stream.bad, which it updates."""
-        device = stream.device
-        # Runs needed to cover n packets: at most n + 1 (every run after the first has
-        # >= 1 packet). Fewer suffice but for a probability < 1e-16 (a lower-tail bound
-        # for sums of geometric variables); runs that are not needed are discarded.
-        n_runs = min(n + 1, math.ceil(2 * n / self.mean_run) + 400)
-        u = torch.rand(n_runs, generator=stream.generator, device=device, dtype=torch.float64)
-        run_bad = _odd(n_runs, device) ^ stream.bad  # run 0 is in the last state, then they alternate
-        log_stay = self._log_stay(device)[run_bad.long()]  # log P(stay) per packet in each run's state
-        # Geometric on {1, 2, ...} by inversion; P(stay) = 1 gives an endless run (inf -> n)
-        lengths = (torch.log1p(-u) / log_stay).nan_to_num_(nan=0.0, posinf=n).floor_().clamp_(max=n).long() + 1
-        lengths[0] -= 1  # run 0 continues the previous message's last state: memoryless, so Geometric - 1
-        ends = lengths.cumsum(0)
-        stream.overflow += (ends[-1] < n).long()  # never seen; counted rather than assumed
-        ends = ends.clamp_(max=n)
-        ends[-1] = n  # (if the runs ever fell short, the last one would be stretched)
-        lengths = torch.diff(ends, prepend=ends.new_zeros(1))
-        bad = torch.repeat_interleave(run_bad, lengths, output_size=n)  # no host sync
-        stream.bad = bad[-1]
-        return bad
-
-    def _log_stay(self, device):
-        """[log P(stay good), log P(stay bad)] as float64 on device (cached)."""
-        key = str(device)
-        if key not in self._log_stay_cache:
-            values = [math.log1p(-self.p) if self.p < 1 else -math.inf, math.log1p(-self.r) if self.r < 1 else -math.inf]
-            self._log_stay_cache[key] = torch.tensor(values, dtype=torch.float64, device=device)
-        return self._log_stay_cache[key]
-
-    def sample(self, n, stream):
-        bad = self.bad_states(n, stream)
-        if self.k == 1 and self.h == 0:  # the classic Gilbert model: lost exactly in the bad state
-            return bad
-        u = torch.rand(n, generator=stream.generator, device=stream.device)
-        return u < torch.where(bad, 1 - self.h, 1 - self.k)
-
-
-# Named Gilbert-Elliott settings: (p, r, k, h). `zero` is the lossless control; the
-# others span light to heavy loss and short to long bursts. Their stationary loss rates
-# and mean burst lengths are computed by GilbertElliottLoss (the README's table is
-# checked against them by tests/test_lossy.py).
-GE_PRESETS = {
-    "zero": (0.0, 1.0, 1.0, 1.0),
-    "light": (0.0005, 0.5, 1.0, 0.0),
-    "moderate": (0.005, 0.5, 1.0, 0.0),
-    "heavy": (0.025, 0.5, 1.0, 0.0),
-    "bursty": (0.001, 0.1, 1.0, 0.0),
-    "noisy": (0.01, 0.25, 0.998, 0.25),
-}
-
-
-_ODD = {}
-
-
-def _odd(n, device):
-    """[False, True, False, ...] of length n on device (cached: it is asked for every message)."""
-    key = str(device)
-    if key not in _ODD or len(_ODD[key]) < n:
-        _ODD[key] = torch.arange(max(n, 2 * len(_ODD.get(key, ()))), device=device) % 2 == 1
-    return _ODD[key][:n]
-
 
 class _Stream:
     """One directed link's packet stream in one direction: its own generator and chain state."""
@@ -186,6 +37,91 @@ class _Stream:
         self.ahead = None  # Gilbert-Elliott states drawn but not used yet (after self.bad's packet)
         self.last_lost = torch.zeros((), dtype=torch.bool, device=device)  # joins bursts across messages
         self.overflow = torch.zeros((), dtype=torch.long, device=device)
+
+
+# Where a lossy link's masks come from: one choice at a time, held by the link (LossyLink.source).
+class Drawn:
+    """The default: each message's masks drawn from its link's stream as the syncs run."""
+    points = ()  # sync points known before they run (a Planned source's)
+
+    def arrived(self, link, key, point, n_packets, device):
+        return link.counted(point, key[2], *link.draw(link.stream(*key, device), n_packets))
+
+    def begin_round(self, micro_batches):
+        pass
+
+    def fresh(self):
+        return Drawn()
+
+
+class Planned(Drawn):
+    """Pipeline stages (pipeline.py) run a stage's syncs in another order than the unpipelined
+    model (micro-batches interleave across stages), but each stream must be drawn in the unpipelined
+    order: per step (a "round"), a stream is drawn at once for every micro-batch and every sync point
+    of the model (points, in forward order), and this stage takes the masks of its own points."""
+
+    def __init__(self, points, own_points):
+        self.points, self.own = list(points), set(own_points)
+        self.queued, self.drawn, self.round_size = {}, set(), 1
+
+    def begin_round(self, micro_batches):
+        leftover = [key for key, masks in self.queued.items() if masks]
+        if leftover:  # a sync the plan expected never ran: the model and the plan disagree
+            raise RuntimeError(f"lossy link: masks drawn for {leftover[0]} were never used")
+        self.queued, self.drawn, self.round_size = {}, set(), micro_batches
+
+    def arrived(self, link, key, point, n_packets, device):
+        if key not in self.drawn:
+            self.drawn.add(key)
+            stream = link.stream(*key, device)
+            for _ in range(self.round_size):  # the backward pass runs the points in reverse
+                for p in self.points if key[2] == FWD else self.points[::-1]:
+                    drawn = link.draw(stream, n_packets)
+                    if p in self.own:
+                        self.queued.setdefault((*key, p), []).append(drawn)
+        lost, starts = self.queued[(*key, point)].pop(0)
+        if len(lost) != n_packets:
+            raise RuntimeError(f"lossy link: sync point {point} sent {n_packets} packets, the plan drew {len(lost)}")
+        return link.counted(point, key[2], lost, starts)
+
+    def fresh(self):
+        return Planned(self.points, self.own)
+
+
+class Recorded:
+    """Activation checkpointing: a block's forward keeps every mask it takes from `inner` on its
+    tape, in order, so that its recompute in the backward pass (Replayed) sees the same packets."""
+
+    def __init__(self, inner, tape):
+        self.inner, self.tape = inner, tape
+
+    @property
+    def points(self):
+        return self.inner.points
+
+    def arrived(self, link, key, point, n_packets, device):
+        arrived = self.inner.arrived(link, key, point, n_packets, device)
+        self.tape.setdefault((*key, point), []).append(arrived)
+        return arrived
+
+
+class Replayed:
+    """A checkpointed block's recompute: the masks its forward took, again; nothing counted twice."""
+    points = ()
+
+    def __init__(self, tape):
+        self.tape = tape
+
+    def arrived(self, link, key, point, n_packets, device):
+        return self.tape[(*key, point)].pop(0)
+
+
+class AllArrive:
+    """A pass that only finds shapes (comms.TPComm.dry_run): every packet arrives, nothing drawn or counted."""
+    points = ()
+
+    def arrived(self, link, key, point, n_packets, device):
+        return torch.ones(n_packets, dtype=torch.bool, device=device)
 
 
 class LossyLink:
@@ -210,54 +146,31 @@ class LossyLink:
         self.sent = {}     # (point, direction) -> packets sent (host int)
         self.lost = {}     # (point, direction) -> packets lost (device tensor)
         self.bursts = {}   # (point, direction) -> loss bursts started (device tensor)
-        # Activation checkpointing recomputes a block's forward in the backward pass; its syncs
-        # must see the packets the forward saw. While a block's forward runs, `tape` (that
-        # block's own) keeps every arrival mask in the order drawn; while it is recomputed
-        # (`replaying`), the masks come back from it instead of being drawn, and nothing is
-        # counted twice (comms.TPComm.checkpoint_contexts).
-        self.tape, self.replaying = None, False
-        self.dry = False  # comms.TPComm.dry_run: a shape-finding pass, nothing drawn or counted
-        # Pipeline parallelism (pipeline.py) runs a stage's syncs in another order than the unpipelined
-        # model (micro-batches interleave across stages), but each stream must be drawn in the
-        # unpipelined order: per step ("round"), a stream is drawn at once for every micro-batch and
-        # every sync point of the model, and this stage takes the masks of its own points from the queue.
-        self.plan, self.queued, self.drawn, self.round_size = None, {}, set(), 1
+        self.source = Drawn()  # where the masks come from: one choice, changed only by masks_from / use
 
-    def plan_pipeline(self, points, own_points):
-        """points: every sync point of the model, in forward order; own_points: this stage's."""
-        self.plan = (list(points), set(own_points))
+    def use(self, source):
+        """Take masks from `source` from now on (pipeline.py: a Planned source for the run)."""
+        self.source = source
+
+    @contextlib.contextmanager
+    def masks_from(self, source):
+        """Take masks from `source` inside the block (a recompute's Replayed tape, a dry run's AllArrive)."""
+        previous, self.source = self.source, source
+        try:
+            yield
+        finally:
+            self.source = previous
 
     def begin_round(self, micro_batches):
-        """A new step (or eval batch) of micro_batches passes: streams are drawn afresh when first asked."""
-        leftover = [key for key, masks in self.queued.items() if masks]
-        if leftover:  # a sync the plan expected never ran: the model and the plan disagree
-            raise RuntimeError(f"lossy link: masks drawn for {leftover[0]} were never used")
-        self.queued, self.drawn, self.round_size = {}, set(), micro_batches
+        """A new step (or eval batch) of micro_batches passes: a Planned source draws afresh."""
+        self.source.begin_round(micro_batches)
 
-    def _draw(self, stream, n_packets):
+    def draw(self, stream, n_packets):
         """Lost flags of the next message on stream, and the loss bursts they start."""
         lost = self.model.sample(n_packets, stream)
         previous = torch.cat([stream.last_lost.view(1), lost[:-1]])
         stream.last_lost = lost[-1]
         return lost, (lost & ~previous).sum()
-
-    def _planned(self, src, dst, direction, point, n_packets, device):
-        """The masks of one message from the round's queue (pipeline parallelism), drawn when first asked."""
-        key = (src, dst, direction)
-        if key not in self.drawn:
-            self.drawn.add(key)
-            points, own = self.plan
-            order = points if direction == FWD else points[::-1]  # the backward pass runs the points in reverse
-            stream = self.stream(src, dst, direction, device)
-            for _ in range(self.round_size):
-                for p in order:
-                    drawn = self._draw(stream, n_packets)
-                    if p in own:
-                        self.queued.setdefault((src, dst, direction, p), []).append(drawn)
-        lost, starts = self.queued[src, dst, direction, point].pop(0)
-        if len(lost) != n_packets:
-            raise RuntimeError(f"lossy link: sync point {point} sent {n_packets} packets, the plan drew {len(lost)}")
-        return lost, starts
 
     def loses(self, direction):
         return direction in self.directions and self.model.can_lose
@@ -283,21 +196,15 @@ class LossyLink:
         self.sent[point, direction] = self.sent.get((point, direction), 0) + n_packets
 
     def arrived(self, src, dst, direction, point, n_packets, device):
-        """Arrival flags (True = arrived) of one message's packets on link src -> dst."""
-        if self.dry:
-            return torch.ones(n_packets, dtype=torch.bool, device=device)
-        if self.replaying:
-            return self.tape[src, dst, direction, point].pop(0)
-        if self.plan is not None:
-            lost, starts = self._planned(src, dst, direction, point, n_packets, device)
-        else:
-            lost, starts = self._draw(self.stream(src, dst, direction, device), n_packets)
+        """Arrival flags (True = arrived) of one message's packets on link src -> dst, from the source."""
+        return self.source.arrived(self, (src, dst, direction), point, n_packets, device)
+
+    def counted(self, point, direction, lost, starts):
+        """Add one drawn message to the statistics; its arrival flags."""
         key = (point, direction)
-        self.count_sent(point, direction, n_packets)
+        self.count_sent(point, direction, len(lost))
         self.lost[key] = self.lost.get(key, 0) + lost.sum()
         self.bursts[key] = self.bursts.get(key, 0) + starts
-        if self.tape is not None:
-            self.tape.setdefault((src, dst, direction, point), []).append(~lost)
         return ~lost
 
     def receive(self, acc, messages, r, direction, point):
@@ -319,7 +226,7 @@ class LossyLink:
         """The same network with its own evaluation streams, fresh: every eval sees the same masks
         and training's streams are not advanced."""
         link = LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1)
-        link.plan = self.plan
+        link.source = self.source.fresh()
         return link
 
     def state_dict(self):
@@ -362,7 +269,7 @@ class LossyLink:
         """
         keys = list(self.sent)
         # the same rows on every process: a pipeline stage sends only its own points, so take the plan's
-        points = sorted({p for p, _ in keys} | set(self.plan[0] if self.plan else ()), key=_model_order)
+        points = sorted({p for p, _ in keys} | set(self.source.points), key=_model_order)
         rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
                 **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
         sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
@@ -411,10 +318,13 @@ def _collective_device():
 class LosslessLink:
     """The identity link: every packet of every message arrives."""
     lossy = False
-    tape, replaying, dry = None, False, False  # nothing to record for a recompute (LossyLink)
+    source = None  # every packet arrives: nothing to draw, plan or replay
 
-    def plan_pipeline(self, points, own_points):
-        pass  # nothing to draw
+    def use(self, source):
+        pass
+
+    def masks_from(self, source):
+        return contextlib.nullcontext()
 
     def begin_round(self, micro_batches):
         pass

@@ -199,15 +199,14 @@ class Block(nn.Module):
         return b, d
 
     def sublayer(self, layer, norm, b, d, comm, name, sync):
-        """d += layer(norm(b + d)); then, if this block syncs here, b <- sync(b, d) and d <- 0.
+        """d += layer(norm(b + d)); then, if this block syncs here, b <- comm.sync(b, d) and d <- 0.
         When the sync follows at once from a state every rank shares (d is None) on a lossless
-        `sim` network, the layer returns its partials already summed over ranks from one GEMM
-        (comm.sums_in_gemm): the same sync, counted. Not with dropout in training, which drops
-        elements of each rank's partial, not of the sum."""
+        `sim` network, the layer returns its partials already summed over ranks by one GEMM
+        (comm.sums_in_gemm), and that sum is what the sync adds: the same sync, counted alike. Not
+        with dropout in training, which drops elements of each rank's partial, not of the sum."""
         point = f"h{self.index}.{name}"
-        if sync and d is None and comm.sums_in_gemm and not (self.training and self.dropout > 0):
-            return comm.add_summed(b, layer(norm(b), summed=True), point), None
-        out = layer(norm(_state(b, d)))
+        summed = sync and d is None and comm.sums_in_gemm and not (self.training and self.dropout > 0)
+        out = layer(norm(_state(b, d)), summed=summed)  # (R, B, L, C) partials, or (1, B, L, C) summed
         d = out if d is None else d + out
         return (comm.sync(b, d, point), None) if sync else (b, d)
 

@@ -84,3 +84,10 @@ def describe_pattern(block_types):
             runs.append([kind, 1])
     text = ",".join(k if c == 1 else f"{k}*{c}" for k, c in runs)
     return f"{text} x{n // size}" if len(runs) == 1 and runs[0][1] == 1 else f"[{text}] x{n // size}"
+
+
+def describe_schedule(schedule, tp_size):
+    """The startup line's blocks: the pattern, or every pattern of a schedule with its sync count."""
+    text = describe_pattern(schedule[0][1]) if len(schedule) == 1 else "schedule " + "; ".join(
+        f"{start}: {describe_pattern(p)} ({count_sync_points(p, tp_size)} syncs)" for start, p in schedule)
+    return text + (" (tp_size=1: every block is the dense block)" if tp_size == 1 else "")

@@ -14,7 +14,7 @@ those of pp_size=1 (tests/test_pipeline.py). Three things span stages and are do
   - the gradient norm for clipping is the whole model's, summed over the stages;
   - checkpoints hold the whole model, in the layout of pp_size=1: stages gather into it and cut
     their part out of it, so a run resumes under any pp_size.
-A lossy link draws each stream in the unpipelined order (links.LossyLink.plan_pipeline).
+A lossy link draws each stream in the unpipelined order (links.Planned).
 """
 
 import torch
@@ -22,7 +22,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
+from links import Planned
 from model import GPT, sync_point_names
+from step import Step
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 TIED = ("transformer.wte.weight", "lm_head.weight")  # one parameter: the first stage's name, the last's
@@ -47,6 +49,19 @@ def stage_bounds(n_layer, pp_size, pp_split=""):
         cuts = [sum(size + (s < extra) for s in range(k)) for k in range(1, pp_size)]
     edges = [0] + cuts + [n_layer]
     return list(zip(edges[:-1], edges[1:]))
+
+
+def check_config(pp_size, n_layer, pp_split, pp_schedule, micro_batches, **unsupported):
+    """ValueError for a pipeline this code cannot run, before any process waits on a stage:
+    a bad cut, too few micro-batches for 1F1B, or a setting not built for pipelines (yet)."""
+    stage_bounds(n_layer, pp_size, pp_split)
+    if pp_schedule == "1f1b" and micro_batches < pp_size:
+        raise ValueError(f"pp_schedule='1f1b' needs at least pp_size={pp_size} micro-batches per data-parallel "
+                         f"rank, has {micro_batches} (gradient_accumulation_steps / dp); raise "
+                         f"gradient_accumulation_steps or use pp_schedule='gpipe'")
+    for key, value in unsupported.items():  # say so, never ignore it
+        if value:
+            raise ValueError(f"pp_size={pp_size} does not support {key}={value!r}; use pp_size=1 for it")
 
 
 class _Stage(PipelineStage):
@@ -90,38 +105,40 @@ class StageModule(nn.Module):
         return (b.contiguous(),) if d is None else (b.contiguous(), d.contiguous())
 
 
-class Pipeline:
-    """This process's stage of the pipeline and what the training loop asks of it."""
+class Pipeline(Step):
+    """This process's stage of the pipeline: the training step through the stages (step.py's interface)."""
 
-    def __init__(self, model, pp_rank, pp_size, pp_group, tied_group, pp_split, schedule, micro_batches, device):
-        self.rank, self.size, self.group, self.tied_group = pp_rank, pp_size, pp_group, tied_group
-        self.is_first, self.is_last = pp_rank == 0, pp_rank == pp_size - 1
-        self.micro_batches, self.schedule_name = micro_batches, schedule
+    def __init__(self, model, grid, pp_size, pp_split, schedule, micro_batches, device, scaler):
+        super().__init__(model, grid, micro_batches, scaler)
+        self.rank, self.size, self.group, self.tied_group = grid.pp_rank, pp_size, grid.pp_group, grid.tied_group
+        self.is_first, self.is_last = self.rank == 0, self.rank == pp_size - 1
+        self.reports = self.reports and self.is_last  # only the last stage has logits
+        self.stage_seed, self.schedule_name, self.device = (self.rank,), schedule, device
         self.bounds = stage_bounds(model.config.n_layer, pp_size, pp_split)
-        first, end = self.bounds[pp_rank]
+        first, end = self.bounds[self.rank]
         model.keep_stage(first, end, embedding=self.is_first, head=self.is_last)
-        self.model = model
         points = sync_point_names(model.config.block_types, model.config.tp_size)
         # this stage's sync points: its blocks' ('h7.mlp' is block 7's), and the exit sync on the last stage
         own = [p for p in points if (self.is_last if p == "exit" else first <= int(p[1:].split(".")[0]) < end)]
-        model.comm.link.plan_pipeline(points, own)
+        model.comm.link.use(Planned(points, own))
         module = StageModule(model, first, end, self.is_first, self.is_last)
 
         def train_loss(logits, targets):  # each micro-batch's share, as gradient accumulation scales it
             return model.loss(logits, targets) / micro_batches
 
-        stage = _Stage(module, pp_rank, pp_size, device, pp_group, model.comm)
+        stage = _Stage(module, self.rank, pp_size, device, self.group, model.comm)
         self.train_schedule = SCHEDULES[schedule](stage, micro_batches, loss_fn=train_loss, scale_grads=False)
-        eval_stage = _Stage(module, pp_rank, pp_size, device, pp_group, model.comm)  # one batch per pass
+        eval_stage = _Stage(module, self.rank, pp_size, device, self.group, model.comm)  # one batch per pass
         self.eval_schedule = ScheduleGPipe(eval_stage, 1, loss_fn=model.loss, scale_grads=False)
 
     def describe(self):
         return f"{self.schedule_name} over {self.micro_batches} micro-batches, blocks " + \
             " | ".join(f"{a}-{b - 1}" for a, b in self.bounds)
 
-    def train_step(self, X, Y):
-        """Forward and backward of one step's micro-batches (X, Y: (M*B, L), micro-batch k in rows kB..);
-        returns the last micro-batch's loss on the last stage, else None."""
+    def forward_backward(self, batch):
+        """Forward and backward of one step's micro-batches through the stages by the schedule; the
+        last micro-batch's loss / micro_batches on every stage (a collective over the pipeline)."""
+        X, Y = (torch.cat(part) for part in zip(*(batch(k) for k in range(self.micro_batches))))  # (M*B, L)
         self.model.comm.link.begin_round(self.micro_batches)
         losses = []
         if self.is_first:
@@ -130,7 +147,8 @@ class Pipeline:
             self.train_schedule.step(target=Y, losses=losses)
         else:
             self.train_schedule.step()
-        return losses[-1] * self.micro_batches if self.is_last else None
+        last = losses[-1] * self.micro_batches if self.is_last else None
+        return torch.tensor(self.from_last_stage(last) / self.micro_batches)
 
     def evaluate(self, X, Y):
         """(logits of TP rank 0, loss) of one batch on the last stage, as GPT.forward; (None, None) elsewhere."""
@@ -145,15 +163,15 @@ class Pipeline:
             self.eval_schedule.eval()
         return None, None
 
-    def from_last_stage(self, value, device):
+    def from_last_stage(self, value):
         """A float the last stage holds (None elsewhere), on every stage: a collective over the pipeline."""
-        out = torch.tensor([0.0 if value is None else float(value.detach())], dtype=torch.float64, device=device)
+        out = torch.tensor([0.0 if value is None else float(value.detach())], dtype=torch.float64, device=self.device)
         dist.all_reduce(out, group=self.group)
         return out.item()
 
-    def sum_over_stages(self, values, device):
-        """Per-stage counts (a list of numbers) summed over the pipeline: a collective."""
-        out = torch.tensor(values, dtype=torch.float64, device=device)
+    def counted(self, counts):
+        """Each stage counted its own syncs: their sum over the pipeline (a collective)."""
+        out = torch.tensor(counts, dtype=torch.float64, device=self.device)
         dist.all_reduce(out, group=self.group)
         return out.tolist()
 
@@ -161,23 +179,24 @@ class Pipeline:
         params = dict(self.model.named_parameters())
         return params.get(TIED[0] if self.is_first else TIED[1])
 
-    def reduce_tied_grads(self):
-        """The first stage's embedding and the last stage's LM head are one weight: both get the sum."""
+    def reduce_grads(self, params):
+        """The first stage's embedding and the last stage's LM head are one weight: both get the sum;
+        then the average over the data-parallel group, as DDP does (a stage is not wrapped in DDP:
+        the schedule runs its backward passes): one message for all of them."""
         param = self.tied_parameter()
         if (self.is_first or self.is_last) and param.grad is not None:
             dist.all_reduce(param.grad, group=self.tied_group)
+        if self.grid.dp_world > 1:
+            grads = [p.grad for p in params if p.grad is not None]
+            flat = torch.cat([g.reshape(-1) for g in grads]) / self.grid.dp_world
+            dist.all_reduce(flat, group=self.grid.dp_group)
+            for g, averaged in zip(grads, flat.split([g.numel() for g in grads])):
+                g.copy_(averaged.view_as(g))
 
-    def clip_grad_norm_(self, params, max_norm, comm):
-        """Clip by the norm of the whole model's gradient: every stage's, the tied weight counted once."""
-        params = [p for p in params if p.grad is not None]
-        counted = [p for p in params if not (self.is_last and not self.is_first and p is self.tied_parameter())]
-        squares = comm.grad_squares(counted).reshape(1).double()
-        dist.all_reduce(squares, group=self.group)
-        norm = squares.sqrt().float()[0]
-        scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-        for p in params:
-            p.grad.mul_(scale)
-        return norm
+    def grad_norm(self, params):
+        """The whole model's norm: every stage's, the tied weight counted once (by the first stage)."""
+        tied = self.tied_parameter() if self.is_last and not self.is_first else None
+        return self.comm.grad_norm(params, stages=self.group, skip=tied)
 
     # --- checkpoints: the whole model in the pp_size=1 layout ---
 
@@ -234,15 +253,3 @@ class Pipeline:
                       zip(optim_state["param_groups"], optimizer.state_dict()["param_groups"])]
             optim_state = {"state": {i: by_name[n] for i, n in enumerate(names) if n in by_name}, "param_groups": groups}
         return model_state, optim_state
-
-
-def reduce_data_parallel(params, group, world):
-    """Average the gradients over the data-parallel group, as DDP does (a pipeline stage is not
-    wrapped in DDP: the schedule runs its backward passes): one message for all of them."""
-    if world == 1:
-        return
-    grads = [p.grad for p in params if p.grad is not None]
-    flat = torch.cat([g.reshape(-1) for g in grads]) / world
-    dist.all_reduce(flat, group=group)
-    for g, averaged in zip(grads, flat.split([g.numel() for g in grads])):
-        g.copy_(averaged.view_as(g))

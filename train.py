@@ -1,16 +1,11 @@
 """
-Train GPT-2 with tensor-parallel blocks of three kinds (tp, spd, parallel).
-
-The embedded CPU default (char-level Shakespeare, 12 spd blocks, TP=2 simulated), then a config and overrides:
+Train GPT-2 with tensor-parallel blocks of three kinds (tp, spd, parallel). The embedded CPU default
+(char-level Shakespeare, 12 spd blocks, TP=2 simulated), a config and overrides, data parallel over 8
+GPUs (each process simulates the TP ranks), and real TP (one process per TP rank):
 $ python train.py
 $ python train.py config/train_shakespeare_char_6comm.py --max_iters=500
-
-Data parallel over 8 GPUs of one node (every process simulates the TP ranks):
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --max_iters=20000
-
-Real tensor parallelism: one process per TP rank, dp = processes / tp_size:
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
-
 Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see README).
 """
 
@@ -22,7 +17,6 @@ import sys
 import time
 from contextlib import nullcontext
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -32,12 +26,13 @@ import comms
 import configurator
 import faults
 import megatron_shim
-from data.common import PrepareError, read_prepared
+from data.common import DROPOUT as _DROPOUT, Batches, PrepareError, read_prepared, step_seed  # _: not a config key
 from links import LossyLink, link_from
 from mfu import estimate_mfu, peak_flops_per_device
-from pipeline import Pipeline, reduce_data_parallel, stage_bounds
-from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, count_sync_points, describe_pattern, \
-    model_args_from, parse_block_schedule, pattern_at
+from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, model_args_from
+from patterns import describe_pattern, describe_schedule, parse_block_schedule, pattern_at
+from pipeline import Pipeline, check_config as check_pipeline
+from step import Grid, PlainStep, process_grid
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -144,53 +139,34 @@ if device == "auto":
 device_type = "cuda" if device.startswith("cuda") else "cpu"
 if device_type == "cuda" and not torch.cuda.is_available():
     sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
-if tp_procs > 1 and not distributed:
-    sys.exit(f"error: tp_mode={tp_mode!r} runs one process per TP rank: launch with "
-             f"torchrun --nproc_per_node={tp_size} train.py ... (a multiple of tp_size={tp_size})")
-if pp_size > 1 and not distributed:
-    sys.exit(f"error: pp_size={pp_size} runs one process per stage: launch with torchrun "
-             f"--nproc_per_node={pp_size * tp_procs} train.py ... (a multiple of pp_size x {tp_procs} TP processes)")
+if tp_procs * pp_size > 1 and not distributed:
+    why = f"tp_mode={tp_mode!r} runs one process per TP rank" if tp_procs > 1 else f"pp_size={pp_size} runs one process per stage"
+    sys.exit(f"error: {why}: launch with torchrun --nproc_per_node={pp_size * tp_procs} train.py ... (or a multiple)")
+grid = Grid()  # this process's place in world = dp x pp x tp (step.py); one process: the defaults
 if distributed:
-    if backend == "auto":
-        backend = "nccl" if device_type == "cuda" else "gloo"
+    backend = backend if backend != "auto" else ("nccl" if device_type == "cuda" else "gloo")
     timeout = datetime.timedelta(seconds=dist_timeout_s)
     dist.init_process_group(backend=backend, timeout=timeout)
-    rank, local_rank, world = dist.get_rank(), int(os.environ["LOCAL_RANK"]), dist.get_world_size()
-    if world % tp_procs:
-        fail(f"{world} processes are not divisible by tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
-    if world % (tp_procs * pp_size):
-        fail(f"{world} processes are not divisible by pp_size={pp_size} x {tp_procs} TP process"
-             f"{'es' if tp_procs > 1 else ''}: the grid is dp x pp x tp")
-    grid = comms.process_grid(tp_procs, timeout, pp_size)
-    tp_rank, dp_rank, dp_world, tp_group, dp_group = grid[:5]
-    pp_rank, pp_group, tied_group = grid[5:] if pp_size > 1 else (0, None, None)
-    faults.report_failed_collectives(rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
+    local_rank = int(os.environ["LOCAL_RANK"])
+    try:
+        grid = process_grid(tp_procs, timeout, pp_size, f"tp_mode={tp_mode!r}, tp_size={tp_size}")
+    except ValueError as e:
+        fail(e)
+    faults.report_failed_collectives(grid.rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(device)
-    if gradient_accumulation_steps % dp_world:
+    if gradient_accumulation_steps % grid.dp_world:
         fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
-             f"{dp_world} data-parallel ranks")
-    gradient_accumulation_steps //= dp_world
-else:
-    rank, world, tp_rank, dp_rank, dp_world, tp_group, dp_group = 0, 1, 0, 0, 1, None, None
-    pp_rank, pp_group, tied_group = 0, None, None
+             f"{grid.dp_world} data-parallel ranks")
+    gradient_accumulation_steps //= grid.dp_world
+rank, world, tp_rank, dp_rank, dp_world = grid.rank, grid.world, grid.tp_rank, grid.dp_rank, grid.dp_world
 master_process = rank == 0
 if dtype == "auto":
     dtype = "float32" if device_type == "cpu" else ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
 if "compile" not in _explicit:
     compile = device_type == "cuda" and pp_size == 1  # stages are not compiled (pipeline.py)
 tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
-
-
-# Random streams: every draw of step i is seeded from (seed, stream, dp rank, i), so
-# a resumed run draws exactly what an unbroken run draws, with no RNG state to carry.
-TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
-
-
-def step_seed(*parts):
-    """A 31-bit seed for the draw identified by (seed, *parts), all non-negative ints."""
-    return int(np.random.SeedSequence([seed, *parts]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
@@ -207,22 +183,7 @@ except PrepareError as e:
     fail(e)
 meta_vocab_size = meta.get("vocab_size")
 
-def get_batch(split, step, micro_step):
-    """Batch `micro_step` of step `step` for this data-parallel rank (every TP rank of a group gets the
-    same batch); step=None: eval batch `micro_step`, the same for every eval, config and layout."""
-    # recreate the memmap every batch to avoid a memory leak (numpy issue, as in nanoGPT)
-    data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
-    if step is None:
-        draw = (EVAL_TRAIN if split == "train" else EVAL_VAL, micro_step)
-    else:
-        draw = (TRAIN_DATA if split == "train" else VAL_DATA, dp_rank, step, micro_step)
-    generator = torch.Generator().manual_seed(step_seed(*draw))
-    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
-    if device_type == "cuda":
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    return x, y
+get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # get_batch(split, step, micro_step)
 
 
 # model
@@ -234,21 +195,12 @@ try:
     model_args = model_args_from(config, vocab_size=weights.shape["vocab_size"] if weights else meta_vocab_size or 50304)
     gptconf = GPTConfig(**model_args)  # 50304 above: GPT-2's vocabulary padded
     link = link_from(config, tp_group=dp_rank)  # the network of this TP group (one per data-parallel rank)
-    if link.lossy and tp_size == 1:
-        raise ValueError(f"loss_model={loss_model!r} needs tp_size > 1: with one rank no message crosses a link")
     use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
-    layers = megatron_shim.linear_factory(tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
+    layers = megatron_shim.linear_factory(grid.tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
     if pp_size > 1:
-        stage_bounds(n_layer, pp_size, pp_split)  # pp_split's error, before any process waits on a stage
-        if pp_schedule == "1f1b" and gradient_accumulation_steps < pp_size:
-            raise ValueError(f"pp_schedule='1f1b' needs at least pp_size={pp_size} micro-batches per data-parallel "
-                             f"rank, has {gradient_accumulation_steps} (gradient_accumulation_steps / dp); raise "
-                             f"gradient_accumulation_steps or use pp_schedule='gpipe'")
-        unsupported = dict(block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
-                           dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
-        for key, value in unsupported.items():  # not built for pipelines (yet): say so, never ignore it
-            if value:
-                raise ValueError(f"pp_size={pp_size} does not support {key}={value!r}; use pp_size=1 for it")
+        check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
+                       block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
+                       dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
@@ -257,44 +209,37 @@ ckpt_path = os.path.join(out_dir, "ckpt.pt")
 if init_from != "resume" and not eval_only and os.path.exists(ckpt_path):
     fail(f"{ckpt_path} exists: continue that run with --init_from=resume, "
          f"or train into another --out_dir (a new run never overwrites a checkpoint)")
-comm = Comm(tp_size, link, group=tp_group, rank=tp_rank)
+comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
-pipeline = None  # pp_size > 1: this process's stage; the model keeps only the stage's part (pipeline.py)
-if pp_size > 1:
-    pipeline = Pipeline(model, pp_rank, pp_size, pp_group, tied_group, pp_split, pp_schedule,
-                        gradient_accumulation_steps, device)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+# pp_size > 1: the step is this process's stage, and the model keeps only the stage's part (pipeline.py)
+pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler) \
+    if pp_size > 1 else None
 model.activation_checkpointing = activation_checkpointing == "block"
 zero = zero_stage == 1 and dp_world > 1  # one data-parallel rank: nothing to shard, plain AdamW
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, dp_group)
-if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
-    try:
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, grid.dp_group)
+try:
+    if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
                                      block_schedule, pipeline)
-    except ckpt.CheckpointError as e:
-        fail(e)
-    iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
-    if note and master_process:
-        print(note)
-    resumed, weights_from = None, f"{ckpt_path} (resumed at iter {iter_num})"  # free memory
-elif weights is not None:  # a new run from existing weights, under this config's pattern (checkpoint.py)
-    try:
+        iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
+        resumed, weights_from = None, f"{ckpt_path} (resumed at iter {iter_num})"  # free memory
+        if note and master_process:
+            print(note)
+    elif weights is not None:  # a new run from existing weights, under this config's pattern (checkpoint.py)
         weights_from, weights = ckpt.init_weights(weights, model, optimizer, comm, init_optimizer), None
-    except ckpt.CheckpointError as e:
-        fail(e)
+except ckpt.CheckpointError as e:
+    fail(e)
 raw_model.set_block_types(pattern_at(schedule, iter_num))  # a resumed schedule: the pattern in force
 if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
     faults.install(raw_model, rank, lambda: iter_num)
 if compile:
     model = torch.compile(model)
 if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parallel group only
-    model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=dp_group)
+    model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=grid.dp_group)
+train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
-pattern = describe_pattern(gptconf.block_types) if len(schedule) == 1 else "schedule " + "; ".join(
-    f"{start}: {describe_pattern(p)} ({count_sync_points(p, tp_size)} syncs)" for start, p in schedule)
-if tp_size == 1:
-    pattern += " (tp_size=1: every block is the dense block)"
 wandb_run_name = wandb_run_name or f"{dataset}-{raw_model.sync_points}comm"
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
 run_info = ckpt.describe_run(device, world)
@@ -303,43 +248,17 @@ if master_process:
     os.makedirs(out_dir, exist_ok=True)
     if not eval_only:
         for name, content in (("config.json", config), ("run_info.json", run_info)):
-            with open(os.path.join(out_dir, name), "w") as f:
-                json.dump(content, f, indent=2)
+            ckpt.write_json(os.path.join(out_dir, name), content)
         ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
-    print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pipeline else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
-          f"blocks: {pattern} | sync points: {raw_model.sync_points} per pass | "
+    print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pp_size > 1 else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
+          f"blocks: {describe_schedule(schedule, tp_size)} | sync points: {raw_model.sync_points} per pass | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
-          f"{f'pipeline: {pipeline.describe()} | ' if pipeline else ''}"
+          f"{f'pipeline: {pipeline.describe()} | ' if pp_size > 1 else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"device: {device} {dtype} compile={compile} | zero_stage: {int(zero)} | activation checkpointing: "
           f"{activation_checkpointing} | seed: {seed} | weights: {weights_from}")
     if "unigram_val_loss" in meta:
         print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
-
-
-@torch.no_grad()
-def estimate_metrics():
-    """Loss and next-token accuracy on eval_iters fixed batches per split, shared over dp ranks. The
-    network is lossless unless loss_eval; then the link's own eval streams give every eval the same masks."""
-    model.eval()
-    out = {}
-    with comm.evaluating(lossy=loss_eval):
-        for split in ("train", "val"):
-            totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
-            for k in range(dp_rank, eval_iters, dp_world):
-                X, Y = get_batch(split, None, k)
-                with ctx:
-                    logits, loss = model(X, Y) if pipeline is None else pipeline.evaluate(X, Y)
-                if logits is not None:  # (a pipeline's last stage only)
-                    totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
-                                           torch.tensor(float(Y.numel()), device=device)])
-            if distributed:  # counted once per TP group: by its rank 0, whose logits `sim` mode reports
-                totals *= tp_rank == 0 and (pipeline is None or pipeline.is_last)
-                dist.all_reduce(totals)
-            out[f"{split}_loss"] = totals[0].item() / eval_iters
-            out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
-    model.train()
-    return out
 
 
 def get_lr(it):
@@ -386,13 +305,13 @@ while True:
 
     # evaluate, log and checkpoint on every eval_interval and at the end
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
-        metrics = estimate_metrics()  # the same numbers on every rank
+        metrics = train_step.estimate(get_batch, eval_iters, loss_eval)  # the same numbers on every rank
         if not math.isfinite(metrics["val_loss"]):
             fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
                  f"(iteration {saved_iter}) is kept")
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
-        pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank, pipeline) if save else None  # collectives
+        pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank, train_step) if save else None  # collectives
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
@@ -409,42 +328,18 @@ while True:
     if iter_num >= max_iters or eval_only:
         break
 
-    # forward, backward and update, with gradient accumulation
-    torch.manual_seed(step_seed(DROPOUT, dp_rank, tp_rank, iter_num, *[pp_rank] * (pipeline is not None)))  # dropout
-    comm.counter.reset()
-    for micro_step in range(gradient_accumulation_steps if pipeline is None else 0):
-        X, Y = get_batch("train", iter_num, micro_step)
-        if dp_world > 1:  # all-reduce the gradients only at the last micro step
-            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
-        with ctx:
-            logits, loss = model(X, Y)
-            loss = loss / gradient_accumulation_steps  # scale the loss to sum gradients as one big batch
-        scaler.scale(loss).backward()
-    if pipeline:  # the same micro-batches, through the stages by the schedule (forward and backward)
-        X, Y = (torch.cat(part) for part in zip(*(get_batch("train", iter_num, k)
-                                                  for k in range(gradient_accumulation_steps))))
-        with ctx:
-            last_loss = pipeline.train_step(X, Y)
-        loss = torch.tensor(pipeline.from_last_stage(last_loss, device) / gradient_accumulation_steps)
-    comm.reduce_replicated_grads(raw_model.parameters())  # `dist`: sum replicated grads over the TP group
-    if pipeline:
-        pipeline.reduce_tied_grads()  # the embedding's gradient + the LM head's: one weight
-        reduce_data_parallel(raw_model.parameters(), dp_group, dp_world)  # what DDP does without a pipeline
-    scaler.unscale_(optimizer)
-    clip = comm.clip_grad_norm_ if pipeline is None else lambda *a: pipeline.clip_grad_norm_(*a, comm)
-    grad_norm = clip(raw_model.parameters(), grad_clip or math.inf)  # the whole model's norm
-    grad_norm = float(grad_norm)  # a host sync once per step: a NaN/Inf step must never be applied
-    # (fp16 leaves overflow to the GradScaler, which skips such steps itself); the norm is the
-    # same on every rank, so every rank decides alike
-    if dtype != "float16" and not math.isfinite(grad_norm):
+    # forward, backward, gradient reduce and clipping over the micro-batches (step.py), then the update
+    torch.manual_seed(step_seed(seed, _DROPOUT, dp_rank, tp_rank, iter_num, *train_step.stage_seed))  # dropout
+    loss, grad_norm, measured_syncs = train_step(lambda k: get_batch("train", iter_num, k), optimizer,
+                                                 grad_clip or math.inf, check_counts)
+    check_counts = False  # the counter, once after start and after every switch of pattern
+    if dtype != "float16" and not math.isfinite(grad_norm):  # never applied (fp16: the GradScaler skips it)
         lossf = loss.item() * gradient_accumulation_steps
         skipped_steps, consecutive_skips = skipped_steps + 1, consecutive_skips + 1
         if nonfinite == "stop" or consecutive_skips > 25:
-            fail(f"iteration {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g}; the step was not "
-                 f"applied and the last checkpoint (iteration {saved_iter}) is kept. Lower learning_rate, or "
-                 f"--nonfinite=skip to skip such steps" if nonfinite == "stop" else
-                 f"iteration {iter_num}: {consecutive_skips} non-finite steps in a row ({skipped_steps} skipped in "
-                 f"all); stopping. The last checkpoint (iteration {saved_iter}) is kept")
+            fail(f"iteration {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g} ({consecutive_skips} "
+                 f"in a row, {skipped_steps} in all); the step was not applied and the last checkpoint (iteration "
+                 f"{saved_iter}) is kept. Lower learning_rate, or --nonfinite=skip to skip up to 25 such steps in a row")
         if master_process:
             print(f"iter {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g}: step skipped "
                   f"({skipped_steps} so far)")
@@ -457,16 +352,7 @@ while True:
     # timing and logging
     t1 = time.time()
     dt, t0 = t1 - t0, t1
-    synced = [comm.counter.forward, comm.counter.backward]
-    if pipeline:  # each stage counted its own
-        synced = pipeline.sum_over_stages(synced, device)
-    measured_syncs = synced[0] / gradient_accumulation_steps
-    if check_counts and (measured_syncs != raw_model.sync_points or synced[1] != synced[0]):
-        raise RuntimeError(f"sync count mismatch: the model claims {raw_model.sync_points} per pass, "
-                           f"measured {measured_syncs} forward and {synced[1] / gradient_accumulation_steps} backward")
-    check_counts = False
-    if iter_num % log_interval == 0:
-        stats = link.stats(all_processes=distributed) if link.lossy else None  # a collective
+    stats = link.stats(all_processes=distributed) if link.lossy and iter_num % log_interval == 0 else None  # a collective
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item() * gradient_accumulation_steps  # a CPU-GPU sync point
         if local_iter_num >= 5 and peak:  # let the training loop settle a bit
@@ -486,10 +372,8 @@ while True:
 if link.lossy and not eval_only:  # the run's packet statistics, per direction and per sync point
     stats = link.stats(all_processes=distributed)
     if master_process:
-        stats = {"link": link.describe(), "stationary_loss": link.model.stationary_loss,
-                 "mean_burst": link.model.mean_burst, "iters": iter_num, **stats}
-        with open(os.path.join(out_dir, "link_stats.json"), "w") as f:
-            json.dump(stats, f, indent=2)
+        ckpt.write_json(os.path.join(out_dir, "link_stats.json"), {"link": link.describe(), "iters": iter_num,
+                        "stationary_loss": link.model.stationary_loss, "mean_burst": link.model.mean_burst, **stats})
 if distributed:  # leave together: a rank that exits while rank 0 still writes files can abort gloo
     dist.barrier()
     # and free DDP's reducer before the groups: gloo work that still holds Python tensors, freed

@@ -23,6 +23,7 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
+from comms import clip_grad_norm_
 from links import FWD, LINK_DEFAULTS, GilbertElliottLoss
 from model import GPT, GPTConfig
 
@@ -151,7 +152,7 @@ def train_steps(model, optimizer, x, y, n, ctx=nullcontext(), device="cpu", redu
         loss.backward()
         if reduce_and_clip:
             model.comm.reduce_replicated_grads(model.parameters())
-            model.comm.clip_grad_norm_(model.parameters(), 1.0)
+            clip_grad_norm_(model.parameters(), 1.0, model.comm.grad_norm(model.parameters()))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     synchronize(device)

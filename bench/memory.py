@@ -25,7 +25,8 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from comms import DistComm, process_grid
+from comms import DistComm
+from step import process_grid
 from model import GPT, GPTConfig
 
 # name -> (model shape, micro-batch size, sequence length): the configs' own batch shapes
@@ -72,7 +73,8 @@ def main():
     if unknown:
         sys.exit(f"error: --shapes: unknown shape {unknown[0]!r}; allowed: {', '.join(SHAPES)}")
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=TP * DP)
-    _, _, _, tp_group, dp_group = process_grid(TP)
+    grid = process_grid(TP)
+    tp_group, dp_group = grid.tp_group, grid.dp_group
     print(f"memory per rank, MiB (dp={DP} x tp={TP}, `dist` layout, rank 0; block_types={args.block_types}; "
           f"fake tensors, MemTracker peak of one step)\n")
     print("| shape | zero_stage | activation checkpointing | params | grads | activations | optimizer | temp | "

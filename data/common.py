@@ -199,3 +199,41 @@ def split_ids(ids, val_fraction):
     """The first 1 - val_fraction of the tokens for training, the rest for validation."""
     n_train = int(len(ids) * (1 - val_fraction))
     return ids[:n_train], ids[n_train:]
+
+
+# Random streams: every draw of step i is seeded from (seed, stream, dp rank, i), so a resumed
+# run draws exactly what an unbroken run draws, with no RNG state to carry (train.py).
+TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
+
+
+def step_seed(seed, *parts):
+    """A 31-bit seed for the draw identified by (seed, *parts), all non-negative ints."""
+    return int(np.random.SeedSequence([seed, *parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+class Batches:
+    """A run's batches from nanoGPT's flat uint16 token files: batches(split, step, micro_step) is batch
+    `micro_step` of step `step` for this data-parallel rank (every TP rank of a group gets the same);
+    step=None: eval batch `micro_step`, the same for every eval, config and layout."""
+
+    def __init__(self, data_dir, batch_size, block_size, seed, dp_rank, device):
+        self.data_dir, self.batch_size, self.block_size = data_dir, batch_size, block_size
+        self.seed, self.dp_rank, self.device = seed, dp_rank, device
+
+    def __call__(self, split, step, micro_step):
+        import torch  # the prepare scripts that share this file do not need it
+
+        # recreate the memmap every batch to avoid a memory leak (numpy issue, as in nanoGPT)
+        data = np.memmap(os.path.join(self.data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
+        if step is None:
+            draw = (EVAL_TRAIN if split == "train" else EVAL_VAL, micro_step)
+        else:
+            draw = (TRAIN_DATA if split == "train" else VAL_DATA, self.dp_rank, step, micro_step)
+        generator = torch.Generator().manual_seed(step_seed(self.seed, *draw))
+        L = self.block_size
+        ix = torch.randint(len(data) - L, (self.batch_size,), generator=generator)
+        x = torch.stack([torch.from_numpy(data[i:i + L].astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + L].astype(np.int64)) for i in ix])
+        if str(self.device).startswith("cuda"):
+            return x.pin_memory().to(self.device, non_blocking=True), y.pin_memory().to(self.device, non_blocking=True)
+        return x, y

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from comms import SimComm
-from links import link_from
+from links import Drawn, link_from
 from model import GPT, GPTConfig
 
 PATTERNS = {"24comm": "tp", "7comm": "spd,parallel", "2comm": "parallel*5,spd"}  # n_layer=6: 12, 3+1, 1 syncs
@@ -60,7 +60,7 @@ def test_checkpointing_computes_the_same_function(pattern, link):
     assert checkpointed.comm.counter.recomputed == 2 * plain.config.block_types.count("tp")
     assert stats == stats_c  # the same packets sent and lost: the recompute drew nothing
     if plain.comm.link.lossy:
-        assert checkpointed.comm.link.tape is None  # each block's tape lives with its graph, not on the link
+        assert type(checkpointed.comm.link.source) is Drawn  # each block's tape lives with its graph, not on the link
         for key, stream in plain.comm.link.streams.items():  # the streams stand where the plain run left them
             assert torch.equal(stream.generator.get_state(), checkpointed.comm.link.streams[key].generator.get_state())
 
@@ -92,7 +92,7 @@ def test_evaluation_does_not_checkpoint():
     model = build("tp", "bernoulli", True)
     with torch.no_grad():
         model(torch.zeros(2, 16, dtype=torch.long))
-    assert model.comm.counter.recomputed == 0 and model.comm.link.tape is None
+    assert model.comm.counter.recomputed == 0 and type(model.comm.link.source) is Drawn
 
 
 @pytest.mark.parametrize("link", ["lossless", "bernoulli"])

@@ -1,0 +1,169 @@
+"""
+The training step, chosen once, as the mode is: `PlainStep` (the micro-batches one after the other,
+DDP across data-parallel ranks) or pipeline.py's `Pipeline` (the micro-batches through the stages by
+torch's schedule). Both take one optimizer step's micro-batches to clipped gradients, with the same
+interface, so the loop in train.py has one path:
+
+    loss, grad_norm, syncs = train_step(batch, optimizer, max_norm, check)  # forward, backward, reduce, clip
+    logits, loss = train_step.evaluate(X, Y)                    # (None, None) where no logits are
+    train_step.reports                                          # whether this process's eval counts
+
+and this process's place in the process grid (`Grid`, from `process_grid`).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from comms import clip_grad_norm_
+
+
+@dataclass
+class Grid:
+    """This process's place in the grid world = dp x pp x tp (a single process: the defaults).
+    Ranks: rank = (dp_rank * pp_size + pp_rank) * tp_procs + tp_rank. Groups are None where they would
+    hold this process alone (or, for dp_group with tp_procs == pp_size == 1, the default group)."""
+    rank: int = 0
+    world: int = 1
+    tp_rank: int = 0
+    dp_rank: int = 0
+    dp_world: int = 1
+    pp_rank: int = 0
+    tp_group: object = None
+    dp_group: object = None
+    pp_group: object = None  # the stages of this process's pipeline
+    tied_group: object = None  # its first and last stage, which hold the tied embedding / LM head
+
+
+def process_grid(tp_procs, timeout=None, pp_size=1, tp_setting=""):
+    """The Grid of this process: TP groups of consecutive ranks, then pipeline stages, then data
+    parallel across them. Every rank creates every group, as torch.distributed requires, each with
+    `timeout` (a timedelta) for its collectives. ValueError for a world the grid does not fit
+    (tp_setting names the TP keys in the message)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world % tp_procs:
+        raise ValueError(f"{world} processes are not divisible by the {tp_procs} processes of a TP group "
+                         f"({tp_setting}): the grid needs whole TP groups")
+    if world % (tp_procs * pp_size):
+        raise ValueError(f"{world} processes are not divisible by pp_size={pp_size} x {tp_procs} TP process"
+                         f"{'es' if tp_procs > 1 else ''}: the grid is dp x pp x tp")
+    grid = Grid(rank, world, rank % tp_procs, rank // (tp_procs * pp_size), world // (tp_procs * pp_size),
+                rank // tp_procs % pp_size)
+    if tp_procs == pp_size == 1:
+        return grid  # every process a data-parallel rank of the default group
+
+    def grid_rank(dp, pp, tp):
+        return (dp * pp_size + pp) * tp_procs + tp
+
+    def own(groups):  # create every group (all ranks must), keep the one holding this rank
+        mine = None
+        for ranks in groups:
+            group = dist.new_group(ranks, timeout=timeout)
+            mine = group if rank in ranks else mine
+        return mine
+
+    dp_world = grid.dp_world
+    cells = [(dp, pp) for dp in range(dp_world) for pp in range(pp_size)]
+    if tp_procs > 1:
+        grid.tp_group = own([[grid_rank(dp, pp, tp) for tp in range(tp_procs)] for dp, pp in cells])
+    grid.dp_group = own([[grid_rank(dp, pp, tp) for dp in range(dp_world)] for pp in range(pp_size)
+                         for tp in range(tp_procs)])
+    if pp_size > 1:
+        lines = [(dp, tp) for dp in range(dp_world) for tp in range(tp_procs)]
+        grid.pp_group = own([[grid_rank(dp, pp, tp) for pp in range(pp_size)] for dp, tp in lines])
+        grid.tied_group = own([[grid_rank(dp, 0, tp), grid_rank(dp, pp_size - 1, tp)] for dp, tp in lines])
+    return grid
+
+
+class Step:
+    """What both steps share: the replicated-gradient reduce, clipping, and the sync-count check."""
+    size, is_first, is_last, stage_seed = 1, True, True, ()  # one stage: the whole model
+
+    def __init__(self, model, grid, micro_batches, scaler):
+        self.model, self.comm, self.grid = model, model.comm, grid  # model: the GPT itself (not wrapped)
+        self.module = model  # what runs it: PlainStep's may be compiled and wrapped in DDP
+        self.micro_batches, self.scaler = micro_batches, scaler
+        self.reports = grid.tp_rank == 0  # eval totals: once per TP group, by the rank `sim` reports
+
+    def __call__(self, batch, optimizer, max_norm, check_syncs):
+        """One step's micro-batches (batch(k) -> (X, Y)) to clipped gradients. Returns the last
+        micro-batch's loss / micro_batches (a tensor), the whole model's gradient norm (a float:
+        a host sync once per step, so that a NaN/Inf step is never applied; the same on every rank)
+        and the forward syncs measured per pass (over every stage). check_syncs: they must be the
+        model's analytic count, and the backward mirror exchanges as many."""
+        self.comm.counter.reset()
+        loss = self.forward_backward(batch)
+        params = list(self.model.parameters())
+        self.comm.reduce_replicated_grads(params)  # `dist`: sum the replicated grads over the TP group
+        self.reduce_grads(params)
+        self.scaler.unscale_(optimizer)
+        norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
+        synced = self.counted([self.comm.counter.forward, self.comm.counter.backward])
+        if check_syncs and (synced[0] != self.micro_batches * self.model.sync_points or synced[1] != synced[0]):
+            raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass, measured "
+                               f"{synced[0] / self.micro_batches} forward and {synced[1] / self.micro_batches} backward")
+        return loss, float(norm), synced[0] / self.micro_batches
+
+    @torch.no_grad()
+    def estimate(self, get_batch, eval_iters, lossy=False):
+        """Loss and next-token accuracy on eval_iters fixed batches per split (get_batch(split, None, k)),
+        shared over the data-parallel ranks. The network is lossless unless lossy; then the link's own
+        eval streams give every eval the same masks."""
+        self.module.eval()
+        out, device = {}, next(self.model.parameters()).device
+        with self.comm.evaluating(lossy=lossy):
+            for split in ("train", "val"):
+                totals = torch.zeros(3, device=device)  # loss sum, correct tokens, tokens
+                for k in range(self.grid.dp_rank, eval_iters, self.grid.dp_world):
+                    X, Y = get_batch(split, None, k)
+                    logits, loss = self.evaluate(X, Y)
+                    if logits is not None:  # (a pipeline's last stage only)
+                        totals += torch.stack([loss.float(), (logits.argmax(-1) == Y).sum().float(),
+                                               torch.tensor(float(Y.numel()), device=device)])
+                if dist.is_initialized():  # counted once per TP group: by its rank 0, whose logits `sim` reports
+                    totals *= self.reports
+                    dist.all_reduce(totals)
+                out[f"{split}_loss"] = totals[0].item() / eval_iters
+                out[f"{split}_accuracy"] = totals[1].item() / totals[2].item()
+        self.module.train()
+        return out
+
+    def merge(self, model_state, optim_state, optimizer):
+        return model_state, optim_state  # checkpoint.py: a stage's part of the whole model is the whole
+
+    def split(self, model_state, optim_state, optimizer):
+        return model_state, optim_state
+
+
+class PlainStep(Step):
+    """The micro-batches one after the other through `module` (the model, compiled and wrapped in DDP
+    where asked), the gradients summed as one big batch; DDP all-reduces them at the last one only."""
+
+    def __init__(self, module, model, grid, micro_batches, scaler, autocast):
+        super().__init__(model, grid, micro_batches, scaler)
+        self.module, self.autocast = module, autocast
+
+    def forward_backward(self, batch):
+        for micro_step in range(self.micro_batches):
+            X, Y = batch(micro_step)
+            if self.grid.dp_world > 1:  # all-reduce the gradients only at the last micro step
+                self.module.require_backward_grad_sync = micro_step == self.micro_batches - 1
+            with self.autocast:
+                logits, loss = self.module(X, Y)
+                loss = loss / self.micro_batches  # scale the loss to sum gradients as one big batch
+            self.scaler.scale(loss).backward()
+        return loss.detach()
+
+    def reduce_grads(self, params):
+        pass  # DDP averaged them over the data-parallel group during the backward pass
+
+    def grad_norm(self, params):
+        return self.comm.grad_norm(params)
+
+    def counted(self, counts):
+        return counts
+
+    def evaluate(self, X, Y):
+        with self.autocast:
+            return self.module(X, Y)
