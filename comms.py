@@ -29,6 +29,7 @@ output gradient plus every other rank's, each through the backward link r->j.
 import contextlib
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -40,56 +41,66 @@ class SyncCounter:
     """Counts forward syncs and backward mirror exchanges as they really happen, eager or compiled;
     the model's analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught.
 
-    One tally tensor holds every count: [forward, backward, sync_bytes, one slot per sync point]. A
-    compiled graph updates it in place at every call with no Python running and no guard on the
-    counts (an int would be a guard, and every new value a recompile); eager code updates it the same
-    way. `slots` maps a sync point to its index: fixed by the model before anything is compiled
+    Every count goes through `add`, into a tally laid out [forward, backward, sync_bytes, one slot per
+    sync point]. Eager code adds on the host (a numpy array: no kernel, no device sync); a compiled graph
+    cannot run Python per call, so it adds in place to the same layout in a tensor on its own device,
+    with no guard on the counts (an int would be a guard, and every new value a recompile). Reading sums
+    the two. `slots` maps a sync point to its index: fixed by the model before anything is compiled
     (GPT.__init__), grown eagerly for a point it did not name."""
 
     def __init__(self):
-        self.tally, self.slots = None, {}
+        self.slots, self.host, self.traced = {}, np.zeros(3, dtype=np.int64), None
         self.reset()
 
     def reset(self):
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
         self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
-        if self.tally is not None:
-            self.tally.zero_()
+        self.host = np.zeros(3 + len(self.slots), dtype=np.int64)
+        if self.traced is not None:
+            self.traced.zero_()
 
     def add(self, point, x, forward, backward):
         """Count `forward` syncs and `backward` mirror exchanges at `point`, each one rank's message of x."""
-        if self.tally is None or self.tally.device != x.device:  # once: the model's device
-            self.tally = torch.zeros(3 + len(self.slots), dtype=torch.long, device=x.device)
-        if point not in self.slots and not torch.compiler.is_compiling():
-            self.slots[point] = len(self.tally)
-            self.tally = torch.cat([self.tally, self.tally.new_zeros(1)])
-        self.tally[0] += forward
-        self.tally[1] += backward
-        self.tally[2] += x[0].numel() * x.element_size() * (forward + backward)
+        if torch.compiler.is_compiling():
+            if self.traced is None or self.traced.device != x.device:  # once: the model's device
+                self.traced = torch.zeros(3 + len(self.slots), dtype=torch.long, device=x.device)
+            tally = self.traced
+        else:
+            if point not in self.slots:
+                self.slots[point] = 3 + len(self.slots)
+            if len(self.host) < 3 + len(self.slots):
+                self.host = np.pad(self.host, (0, 3 + len(self.slots) - len(self.host)))
+            tally = self.host
+        tally[0] += forward
+        tally[1] += backward
+        tally[2] += x[0].numel() * x.element_size() * (forward + backward)
         if point in self.slots:
-            self.tally[self.slots[point]] += forward
+            tally[self.slots[point]] += forward
 
-    def _read(self, index):  # a host sync, on a GPU
-        return 0 if self.tally is None else int(self.tally[index])
+    def _read(self):  # a host sync after a compiled pass, on a GPU
+        counts = np.pad(self.host, (0, 3 + len(self.slots) - len(self.host)))
+        if self.traced is not None:
+            counts[:len(self.traced)] += self.traced.cpu().numpy()
+        return counts
 
     @property
     def forward(self):
-        return self._read(0)
+        return int(self._read()[0])
 
     @property
     def backward(self):
-        return self._read(1)
+        return int(self._read()[1])
 
     @property
     def sync_bytes(self):
-        return self._read(2)
+        return int(self._read()[2])
 
     @property
     def points(self):
         """Sync point name -> forward syncs since the last reset, in the order the slots were named."""
-        counts = {} if self.tally is None else dict(zip(self.slots, self.tally[3:].tolist()))
-        return {p: n for p, n in counts.items() if n}
+        counts = self._read()
+        return {p: int(counts[i]) for p, i in self.slots.items() if i < len(counts) and counts[i]}
 
 
 def exchange(x, link, direction, point):
@@ -198,9 +209,10 @@ class TPComm:
             return
         self.counter.add(point, x, int(direction == FWD), int(direction == BWD))
         link = self.link
-        if link.lossy and not link.loses(direction):  # lossless direction of a lossy link: count its packets
-            incoming = self.local_ranks * (self.tp_size - 1)  # links j -> r into the ranks this process holds
-            link.count_sent(point, direction, link.packets(x[0].numel(), x.element_size())[0] * incoming)
+        if link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
+            # count its packets on the links j -> r into the ranks this process holds, and draw any resends
+            n_packets = link.packets(x[0].numel(), x.element_size())[0]
+            link.deliver(point, direction, n_packets, self.ranks, self.tp_size, x.device)
 
     @contextlib.contextmanager
     def evaluating(self, lossy=False):

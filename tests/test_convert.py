@@ -217,7 +217,7 @@ def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
     source = tmp_path / "gpt2-tiny"
     hf.save_pretrained(str(source))
     out = tmp_path / "out"
-    result = run([sys.executable, os.path.join(ROOT, "bench", "sensitivity.py"), str(source), "--tp_size=2",
+    result = run([sys.executable, "-m", "bench.sensitivity", str(source), "--tp_size=2",
                   "--eval_batches=2", "--batch_size=3", f"--data_dir={char_data}", f"--out={out}"])
     assert result.returncode == 0, result.stderr[-2000:]
     with open(out / "gpt2-tiny.json") as f:
@@ -234,6 +234,6 @@ def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
     for r in greedy:
         spd = {i for i, kind in enumerate(r["kinds"]) if kind == "spd"}
         assert spd == set(study["ranking"][:8 - r["syncs"]]) and r["kinds"].count("tp") == r["syncs"] - 4
-    bad = run([sys.executable, os.path.join(ROOT, "bench", "sensitivity.py"), str(source), "--tp_size=3",
+    bad = run([sys.executable, "-m", "bench.sensitivity", str(source), "--tp_size=3",
                f"--data_dir={char_data}", f"--out={out}"])
     assert_one_line_error(bad, "n_head=4 is not divisible by tp_size=3")

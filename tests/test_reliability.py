@@ -123,7 +123,7 @@ def prepare(name, *args):
 
 
 def sweep(path, *args):
-    return run([sys.executable, os.path.join(ROOT, "bench", "sweep.py"), path, *args])
+    return run([sys.executable, "-m", "bench.sweep", path, *args])
 
 
 @pytest.fixture(scope="module")
