@@ -268,7 +268,12 @@ def _transformers_weights(name_or_dir):
 
 def new_run_weights(config, meta_vocab_size):
     """init_from a checkpoint or GPT-2: read the Weights and give config their model shape (the
-    pattern, tp_size, dropout stay the config's; block_size may be cut down). None for scratch/resume."""
+    pattern, tp_size, dropout stay the config's; block_size may be cut down). None for scratch/resume.
+    A new run never overwrites a checkpoint: CheckpointError if out_dir holds one."""
+    path = os.path.join(config["out_dir"], "ckpt.pt")
+    if config["init_from"] != "resume" and not config["eval_only"] and os.path.exists(path):
+        raise CheckpointError(f"{path} exists: continue that run with --init_from=resume, "
+                              f"or train into another --out_dir (a new run never overwrites a checkpoint)")
     if config["init_from"] in ("scratch", "resume"):
         return None
     weights = read_weights(config["init_from"])
