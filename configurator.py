@@ -156,7 +156,8 @@ TRAIN_CHOICES = {
     "tp_mode": ("sim", "dist"), "tp_backend": ("native", "megatron", "auto"),
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
     "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block"),
-    "pp_schedule": ("gpipe", "1f1b")}
+    "pp_schedule": ("gpipe", "1f1b"), "lost_fill": ("zero", "rescale"), "sync_rotation": ("none", "hadamard"),
+    "transport": ("unreliable", "reliable")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
     "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from loss_models import GE_PRESETS, BernoulliLoss, GilbertElliottLoss  # noqa: F401 (links' names)
+from rotation import Rotation
 
 FWD, BWD = 0, 1
 DIRECTIONS = ("fwd", "bwd")
@@ -134,11 +135,21 @@ class LossyLink:
     (seed, TP group, src, dst, direction), so runs are reproducible and any process
     holding a link draws the same masks. Statistics stay on the device until read.
     `purpose` separates the streams of evaluation from those of training.
+
+    A lost packet (README, "When packets are lost"): lost_fill 'zero' or 'rescale' (what arrived from
+    another rank scaled by 1/(1-q), q the stationary loss); rotation 'none' or 'hadamard' (rotation.py);
+    transport 'unreliable' or 'reliable' (resent until it arrives: lossless numbers, resends counted).
     """
     lossy = True
+    ROUND_BINS, MAX_ROUNDS = 16, 10_000  # resend-round histogram: 1, 2, ..., >= 16 rounds; rounds before an error
 
-    def __init__(self, model, seed, tp_group=0, directions=(FWD, BWD), packet_bytes=1500, purpose=0):
+    def __init__(self, model, seed, tp_group=0, directions=(FWD, BWD), packet_bytes=1500, purpose=0,
+                 lost_fill="zero", rotation="none", transport="unreliable"):
         self.model = model
+        self.lost_fill, self.rotation, self.transport = lost_fill, rotation, transport
+        self.fill_scale = 1.0 / (1.0 - model.stationary_loss) if lost_fill == "rescale" else None
+        self.rotate = Rotation(seed, tp_group) if rotation == "hadamard" else None
+        self.reliable = transport == "reliable"
         self.seed, self.tp_group, self.purpose = seed, tp_group, purpose  # purpose: 0 training, 1 eval
         self.directions = tuple(directions)
         self.packet_bytes = packet_bytes
@@ -172,13 +183,18 @@ class LossyLink:
         stream.last_lost = lost[-1]
         return lost, (lost & ~previous).sum()
 
-    def loses(self, direction):
-        return direction in self.directions and self.model.can_lose
+    def loses(self, direction):  # whether a receiver can miss a packet (over a reliable link, never)
+        return direction in self.directions and self.model.can_lose and not self.reliable
+
+    def resends(self, direction):  # whether packets are lost on the wire and resent (a reliable link)
+        return self.reliable and direction in self.directions and self.model.can_lose
 
     def describe(self):
         dirs = "+".join(DIRECTIONS[d] for d in self.directions) or "no direction"
+        handling = "".join(f", {value}" for value, default in ((self.lost_fill, "zero"), (self.rotation, "none"),
+                                                              (self.transport, "unreliable")) if value != default)
         return (f"{self.model.describe()} on {dirs}, stationary loss {self.model.stationary_loss:.4%}, "
-                f"mean burst {self.model.mean_burst:.2f} packets, {self.packet_bytes}-byte packets")
+                f"mean burst {self.model.mean_burst:.2f} packets, {self.packet_bytes}-byte packets{handling}")
 
     def packets(self, n_elements, element_size):
         per_packet = max(1, self.packet_bytes // element_size)
@@ -194,6 +210,32 @@ class LossyLink:
 
     def count_sent(self, point, direction, n_packets):
         self.sent[point, direction] = self.sent.get((point, direction), 0) + n_packets
+
+    def deliver(self, point, direction, n_packets, receivers, tp_size, device):
+        """Messages of n_packets into each of `receivers` from the tp_size - 1 others, all arriving whole
+        (comms.TPComm.count): counted, and over a reliable link each one's resend rounds drawn."""
+        if not self.resends(direction):
+            self.count_sent(point, direction, n_packets * len(receivers) * (tp_size - 1))
+            return
+        for j, r in ((j, r) for r in receivers for j in range(tp_size) if j != r):
+            self.resend_rounds(self.stream(j, r, direction, device), point, direction, n_packets)
+
+    def resend_rounds(self, stream, point, direction, n_packets):
+        """One message sent until all n_packets arrived, each round resending the lost ones, drawn from the
+        link's stream (sim, dist and a resumed run draw the same). Every transmission counts as sent, every
+        loss as lost (= a retransmission); the round count goes to a histogram kept in `lost` under
+        (point, direction, 'rounds'), so that checkpoints merge and split it like the other counters."""
+        pending, rounds = n_packets, 0
+        while pending:
+            rounds += 1
+            if rounds > self.MAX_ROUNDS:
+                raise RuntimeError(f"reliable link: a message at {point} still lost packets after {self.MAX_ROUNDS} rounds")
+            lost = ~self.counted(point, direction, *self.draw(stream, pending))
+            pending = int(lost.sum())  # a host sync per round: the next round's size
+        key = (point, direction, "rounds")
+        if key not in self.lost:
+            self.lost[key] = torch.zeros(self.ROUND_BINS, dtype=torch.long)
+        self.lost[key][min(rounds, self.ROUND_BINS) - 1] += 1
 
     def arrived(self, src, dst, direction, point, n_packets, device):
         """Arrival flags (True = arrived) of one message's packets on link src -> dst, from the source."""
@@ -213,19 +255,24 @@ class LossyLink:
         n = acc.numel()
         n_packets, per_packet = self.packets(n, acc.element_size())
         full = n // per_packet  # whole packets; a shorter last packet may follow
+        scale = 1 if self.fill_scale is None else self.fill_scale  # lost_fill='rescale': 1/(1-q) on what arrived
         for j, message in enumerate(messages):
             if j != r:
                 arrived = self.arrived(j, r, direction, point, n_packets, acc.device)
+                if self.rotate is not None:  # rotated at the sender, cut into packets, rotated back here
+                    acc.add_((self.rotate.received(message, arrived, j, direction, per_packet) * scale).to(acc.dtype))
+                    continue
                 body = message[:full * per_packet].view(full, per_packet)  # (packets, elements)
-                acc[:full * per_packet].view(full, per_packet).add_(torch.where(arrived[:full, None], body, 0))
+                acc[:full * per_packet].view(full, per_packet).add_(torch.where(arrived[:full, None], body, 0), alpha=scale)
                 if full < n_packets:
-                    acc[full * per_packet:].add_(torch.where(arrived[full], message[full * per_packet:], 0))
+                    acc[full * per_packet:].add_(torch.where(arrived[full], message[full * per_packet:], 0), alpha=scale)
         return acc
 
     def for_eval(self):
         """The same network with its own evaluation streams, fresh: every eval sees the same masks
         and training's streams are not advanced."""
-        link = LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1)
+        link = LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1,
+                         lost_fill=self.lost_fill, rotation=self.rotation, transport=self.transport)
         link.source = self.source.fresh()
         return link
 
@@ -272,17 +319,25 @@ class LossyLink:
         points = sorted({p for p, _ in keys} | set(self.source.points), key=_model_order)
         rows = {("total",): keys, **{(name,): [k for k in keys if k[1] == d] for d, name in enumerate(DIRECTIONS)},
                 **{(p, name): [(p, d)] for p in points for d, name in enumerate(DIRECTIONS)}}
+        bins = self.ROUND_BINS if self.reliable else 0  # a reliable link adds its resend-round histogram
         sums = torch.tensor([[sum(self.sent.get(k, 0) for k in ks), sum(int(self.lost[k]) for k in ks if k in self.lost),
-                              sum(int(self.bursts[k]) for k in ks if k in self.bursts)] for ks in rows.values()],
-                            dtype=torch.float64)
+                              sum(int(self.bursts[k]) for k in ks if k in self.bursts),
+                              *[sum(int(self.lost[(*k, "rounds")][i]) for k in ks if (*k, "rounds") in self.lost)
+                                for i in range(bins)]] for ks in rows.values()], dtype=torch.float64)
         if all_processes:
             sums = sums.to(_collective_device())
             dist.all_reduce(sums)
         out = {"points": {p: {} for p in points}}
-        for where, (sent, lost, bursts) in zip(rows, sums.tolist()):
+        for where, (sent, lost, bursts, *rounds) in zip(rows, sums.tolist()):
             summary = {"packets_sent": int(sent), "packets_lost": int(lost), "loss_bursts": int(bursts),
                        "observed_loss_rate": lost / sent if sent else 0.0,
                        "mean_burst_length": lost / bursts if bursts else 0.0}
+            if self.reliable:  # every loss was resent; rounds[i]: messages that needed i + 1 rounds
+                rounds = [int(n) for n in rounds]
+                used = max((i + 1 for i, n in enumerate(rounds) if n), default=0)
+                summary.update(retransmissions=int(lost), messages=sum(rounds), messages_resent=sum(rounds[1:]),
+                               resend_rounds=sum(i * n for i, n in enumerate(rounds)), max_rounds=used,
+                               rounds_histogram=rounds[:used])
             if len(where) == 1:
                 out[where[0]] = summary
             else:
@@ -301,6 +356,9 @@ class LossyLink:
         for direction in DIRECTIONS:
             for key in ("packets_sent", "packets_lost", "observed_loss_rate"):
                 record[f"{key}_{direction}"] = stats[direction][key]
+        if "retransmissions" in total:  # a reliable link: resent packets, and rounds beyond the first
+            for key in ("retransmissions", "resend_rounds", "messages_resent"):
+                record.update({key: total[key], **{f"{key}_{d}": stats[d][key] for d in DIRECTIONS}})
         return record
 
 
@@ -342,7 +400,9 @@ class LosslessLink:
 # The link keys of train.py's config and their defaults there (a test checks they agree):
 # a caller outside a training run (a test, bench/) may give only the keys it changes.
 LINK_DEFAULTS = {"loss_model": "none", "loss_rate": 0.0, "ge_preset": "moderate", "ge_p": -1.0, "ge_r": -1.0,
-                 "ge_k": -1.0, "ge_h": -1.0, "loss_fwd": True, "loss_bwd": True, "packet_bytes": 1500, "seed": 1337}
+                 "ge_k": -1.0, "ge_h": -1.0, "loss_fwd": True, "loss_bwd": True, "packet_bytes": 1500, "seed": 1337,
+                 "lost_fill": "zero", "sync_rotation": "none", "transport": "unreliable"}
+HANDLING = {"lost_fill": ("zero", "rescale"), "sync_rotation": ("none", "hadamard"), "transport": ("unreliable", "reliable")}
 
 
 def link_from(config, tp_group=0, purpose=0):
@@ -353,6 +413,10 @@ def link_from(config, tp_group=0, purpose=0):
     training (0) and evaluation (1).
     """
     c = {**LINK_DEFAULTS, **{k: v for k, v in config.items() if k in LINK_DEFAULTS}}
+    for key in (key for key, allowed in HANDLING.items() if c[key] not in allowed):
+        raise ValueError(f"{key}={c[key]!r}: allowed values are {', '.join(repr(a) for a in HANDLING[key])}")
+    if c["transport"] == "reliable" and (c["lost_fill"], c["sync_rotation"]) != ("zero", "none"):
+        raise ValueError("transport='reliable' resends every lost packet: lost_fill and sync_rotation have nothing to act on")
     loss_model = c["loss_model"]
     if loss_model == "none":
         return LosslessLink()
@@ -379,4 +443,7 @@ def link_from(config, tp_group=0, purpose=0):
         model = GilbertElliottLoss(*values)
     else:
         raise ValueError(f"loss_model={loss_model!r}; allowed: 'none', 'bernoulli', 'gilbert_elliott'")
-    return LossyLink(model, c["seed"], tp_group, directions, c["packet_bytes"], purpose)
+    if model.stationary_loss >= 1 and (c["lost_fill"] == "rescale" or c["transport"] == "reliable"):
+        raise ValueError(f"lost_fill={c['lost_fill']!r}, transport={c['transport']!r} need a loss rate below 1")
+    return LossyLink(model, c["seed"], tp_group, directions, c["packet_bytes"], purpose,
+                     c["lost_fill"], c["sync_rotation"], c["transport"])

@@ -83,6 +83,9 @@ loss_fwd = True  # lose packets of the forward all-reduces
 loss_bwd = True  # lose packets of the backward mirror exchanges
 packet_bytes = 1500  # packet payload: an Ethernet MTU
 loss_eval = False  # evaluate through the lossy link too (own streams: the same masks at every eval)
+lost_fill = "zero"  # a lost packet: 'zero' (absent), 'rescale' (what arrived from others x 1/(1-q))
+sync_rotation = "none"  # 'hadamard': random-sign Hadamard over blocks of packets, so a loss spreads thin
+transport = "unreliable"  # 'reliable': resend until arrived (the lossless numbers), retransmissions counted
 # AdamW
 learning_rate = 1e-2
 max_iters = 600

@@ -16,6 +16,13 @@ the collectives cost, and what that projects to for GPT-2 124M with TP=2 across 
 3. A projection for GPT-2 124M, TP=2 across two nodes at 25, 100 and 400 Gb/s: compute
    time from FLOPs at an assumed MFU on a stated GPU (no GPU measurement here), comm time
    from the alpha-beta model with the link's bandwidth; speedup of each config over 24comm.
+4. The price of reliability (transport='reliable', README "When packets are lost"): a message of
+   n packets is resent in rounds until every packet arrived; for Bernoulli q, P(rounds <= k) =
+   (1 - q^k)^n, for Gilbert-Elliott the chain's exact distribution (rounds_cdf), and a sync waits
+   for the slowest of its T(T-1) messages. Each resend round costs an ASSUMED retransmission timeout
+   (--rto) plus one more all-reduce of the resent packets at the MEASURED alpha-beta (part 2), and
+   the projected GPT-2 124M micro-step, lossy (zero fill: no wait) vs reliable, at 25 and 100 Gb/s.
+   `--reliability_only` prints part 4 from the alpha-beta already in bench/step_time.json, no torchrun.
 Results go to stdout (markdown tables) and bench/step_time.json / bench/step_time.png.
 """
 
@@ -34,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.harness import PATTERNS as TP_PATTERNS  # noqa: E402
 from bench.harness import build, random_batch, train_steps  # noqa: E402
 from comms import DistComm  # noqa: E402
+from links import BernoulliLoss, GilbertElliottLoss  # noqa: E402
 from model import count_sync_points, parse_block_types  # noqa: E402
 
 PATTERNS = {"dense": None, **TP_PATTERNS}  # dense: tp_size=1, each process the whole model
@@ -92,8 +100,20 @@ def main():
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="bf16 peak of the projected GPU (H100 SXM)")
     parser.add_argument("--net_latency", type=float, default=10e-6,
                         help="seconds per all-reduce across the two nodes in the projection (alpha)")
+    parser.add_argument("--rto", type=float, default=1e-3,
+                        help="assumed retransmission timeout in seconds, paid once per resend round (part 4)")
+    parser.add_argument("--reliability_only", action="store_true",
+                        help="print part 4 from the alpha-beta already in OUT.json (no torchrun, no measurement)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "step_time"))
     args = parser.parse_args()
+    if args.reliability_only:
+        with open(args.out + ".json") as f:
+            saved = json.load(f)
+        message = max(saved["args"]["batch_sizes"]) * saved["args"]["block_size"] * saved["args"]["n_embd"] * 4
+        saved["reliability"] = reliability_tables(saved["alpha_s"], saved["beta_bytes_per_s"], message, args)
+        with open(args.out + ".json", "w") as f:
+            json.dump(saved, f, indent=2)
+        return
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert world == 2, "run with torchrun --nproc_per_node=2"
@@ -173,11 +193,13 @@ def main():
             cells.append(f"{ms:.1f} | {base / ms:.2f}x")
         print(f"| {name} | {syncs} | " + " | ".join(cells) + " |")
 
+    message = args.batch_sizes[-1] * args.block_size * args.n_embd * 4  # one rank's fp32 partial sums, measured steps
+    reliability = reliability_tables(alpha, beta, message, args)
     with open(args.out + ".json", "w") as f:
         json.dump({"args": vars(args), "measured": list(table.values()), "allreduce_sweep": sweep, "alpha_s": alpha,
                    "beta_bytes_per_s": beta, "sweep_alpha_s": sweep_alpha, "sweep_beta_bytes_per_s": sweep_beta,
                    "projection_ms_per_micro_step": projection,
-                   "projected_compute_ms": compute}, f, indent=2)
+                   "projected_compute_ms": compute, "reliability": reliability}, f, indent=2)
     plot({k[0]: v for k, v in table.items() if k[1] == args.batch_sizes[-1]}, projection, args.out + ".png")
     dist.destroy_process_group()
 
@@ -199,6 +221,101 @@ def gpt2_projection(syncs, gbps, mfu=0.4, gpu_peak=989e12, net_latency=1e-5):
     bandwidth = gbps * 1e9 / 8
     comm = 2 * syncs * (net_latency + message / bandwidth) + (net_latency + replicated / bandwidth) / MICRO_STEPS
     return compute * 1e3, comm * 1e3, replicated
+
+
+# --- part 4: the price of reliability ---------------------------------------------------------
+
+PACKET_BYTES, TP = 1500, 2
+RATES = (0.001, 0.01, 0.03)
+GE_MEAN_BAD_RUN = 10  # the Gilbert-Elliott links of part 4: lost exactly in the bad state, bad runs of 10 packets
+
+
+def loss_models(rate):
+    """(name, model) of part 4 at a stationary loss rate: Bernoulli, and the Gilbert chain with bad runs of 10."""
+    r = 1 / GE_MEAN_BAD_RUN
+    return (("bernoulli", BernoulliLoss(rate)), ("gilbert_elliott", GilbertElliottLoss(rate * r / (1 - rate), r, 1.0, 0.0)))
+
+
+def rounds_cdf(model, n_packets, k_max):
+    """P(a message of n_packets needs <= k rounds), k = 1..k_max, as links.LossyLink.resend_rounds sends it:
+    each round resends the lost packets of the last, on the same stream. Bernoulli: (1 - q^k)^n.
+    Gilbert-Elliott: exact over the chain, which runs on from round to round (a forward recursion over
+    (losses so far, state), losses truncated far in the tail); a message starts after a packet that
+    arrived (the state distribution pi(s) (1 - loss(s)), normalised: exact when k = 1, h = 0)."""
+    if isinstance(model, BernoulliLoss):
+        return (1 - model.loss_rate ** np.arange(1, k_max + 1, dtype=float)) ** n_packets
+    move = np.array([[1 - model.p, model.p], [model.r, 1 - model.r]])
+    loss = np.array([1 - model.k, 1 - model.h])
+    q, burst = model.stationary_loss, max(model.mean_burst, 1.0)
+    top = int(min(n_packets, n_packets * q + 12 * np.sqrt(n_packets * q * 2 * burst) + 40))  # losses kept
+
+    def run(start, steps, keep_all):
+        """(steps + 1 or 1, top + 1, 2): P(l losses, state of the last packet) after each packet count."""
+        prob = np.zeros((top + 1, 2))
+        prob[0] = start
+        out = [prob] if keep_all else []
+        for _ in range(steps):
+            step = prob @ move
+            prob = step * (1 - loss)
+            prob[1:] += step[:-1] * loss
+            if keep_all:
+                out.append(prob)
+        return np.stack(out) if keep_all else prob[None]
+
+    arrived = np.array([model.r, model.p]) * (1 - loss)
+    pending = run(arrived / arrived.sum(), n_packets, False)[0]  # after round 1: (losses, state)
+    table = np.stack([run(np.eye(2)[s], top, True) for s in (0, 1)])  # (start state, m packets, losses, state)
+    cdf, done = [], 0.0
+    for _ in range(k_max):
+        done += pending[0].sum()  # messages whose last round lost nothing
+        cdf.append(done)
+        pending = np.einsum("ms,smlt->lt", pending[1:], table[:, 1:])
+    return np.minimum(np.array(cdf), 1.0)
+
+
+def expected_resend_rounds(model, n_packets, messages=TP * (TP - 1), k_max=60):
+    """E[rounds - 1] of a sync that waits for `messages` independent messages of n_packets each."""
+    return float((1 - rounds_cdf(model, n_packets, k_max) ** messages).sum())
+
+
+def reliability_tables(alpha, beta, measured_message, args):
+    """Part 4's two tables (stdout) and their numbers (returned, for the json)."""
+    def extra(model, message, latency, bandwidth):
+        """Expected extra seconds of one sync: per resend round the RTO and one more exchange (latency),
+        and the resent packets (q / (1 - q) of the message, in expectation) at the bandwidth."""
+        n = -(-message // PACKET_BYTES)
+        q = model.stationary_loss
+        return expected_resend_rounds(model, n) * (args.rto + latency) + n * q / (1 - q) * PACKET_BYTES / bandwidth
+    gpt2_message = 12 * 1024 * 768 * 2
+    rows = []
+    for rate in RATES:
+        for name, model in loss_models(rate):
+            n = -(-gpt2_message // PACKET_BYTES)
+            row = dict(loss=name, rate=rate, rounds=1 + expected_resend_rounds(model, n, 1),
+                       sync_rounds=1 + expected_resend_rounds(model, n),
+                       measured_extra_ms=extra(model, measured_message, alpha, beta) * 1e3)
+            for bw in (25, 100):
+                compute, comm, _ = gpt2_projection(24, bw, args.mfu, args.gpu_peak, args.net_latency)
+                row[f"lossy_{bw}"] = compute + comm
+                row[f"reliable_{bw}"] = compute + comm + 2 * 24 * extra(model, gpt2_message, args.net_latency,
+                                                                         bw * 1e9 / 8) * 1e3
+            rows.append(row)
+    print(f"\n# the price of reliability: rounds until every packet arrives, {PACKET_BYTES}-byte packets; "
+          f"RTO = {args.rto * 1e3:g} ms per resend round (ASSUMED); Gilbert-Elliott: lost exactly in the bad state, "
+          f"mean bad run {GE_MEAN_BAD_RUN} packets")
+    print(f"per sync, the measured setting: one rank's fp32 message of {measured_message / 1e6:.2f} MB, alpha = "
+          f"{alpha * 1e6:.0f} us and beta = {beta / 1e9:.2f} GB/s (MEASURED, part 2: gloo on this CPU); GPT-2 124M: "
+          f"{gpt2_message / 1e6:.1f} MB bf16 messages ({-(-gpt2_message // PACKET_BYTES)} packets), 24comm, TP=2, "
+          f"all-reduce latency {args.net_latency * 1e6:.0f} us (assumed), compute as in part 3")
+    print("| loss | rate | E[rounds] per GPT-2 message | E[rounds] per sync (2 messages) | measured setting: extra ms "
+          "per sync | 25 Gb/s lossy ms/micro-step | 25 Gb/s reliable | 100 Gb/s lossy | 100 Gb/s reliable |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        print(f"| {row['loss']} | {row['rate']:.1%} | {row['rounds']:.2f} | {row['sync_rounds']:.2f} | "
+              f"{row['measured_extra_ms']:.2f} | {row['lossy_25']:.1f} | {row['reliable_25']:.1f} "
+              f"({row['reliable_25'] / row['lossy_25']:.2f}x) | {row['lossy_100']:.1f} | {row['reliable_100']:.1f} "
+              f"({row['reliable_100'] / row['lossy_100']:.2f}x) |")
+    return {"rto_s": args.rto, "packet_bytes": PACKET_BYTES, "ge_mean_bad_run": GE_MEAN_BAD_RUN, "rows": rows}
 
 
 def plot(table, projection, path):

@@ -1,0 +1,234 @@
+"""What happens to a lost packet (README, "When packets are lost"): lost_fill='rescale',
+sync_rotation='hadamard' and transport='reliable', and the resend rounds bench/step_time.py prices."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+from bench.harness import link_args, records, run_train, torchrun
+from bench.step_time import rounds_cdf
+from comms import SimComm
+from conftest import SMALL, TINY, assert_one_line_error
+from links import BWD, FWD, GE_PRESETS, AllArrive, LosslessLink, link_from
+from model import GPT, GPTConfig
+from rotation import blocks, hadamard, transform
+from test_dist import assert_same_run
+
+
+class LoseOnly:
+    """A mask source that loses exactly the packets `lost` of every message (and draws nothing)."""
+    points = ()
+
+    def __init__(self, lost):
+        self.lost = lost
+
+    def arrived(self, link, key, point, n_packets, device):
+        arrived = torch.ones(n_packets, dtype=torch.bool, device=device)
+        arrived[list(self.lost)] = False
+        return arrived
+
+
+def received(link, message, direction=FWD):
+    """What rank 0 holds of rank 1's message after one crossing of link 1 -> 0 (its own part zero)."""
+    return link.receive(torch.zeros_like(message), [torch.zeros_like(message), message], 0, direction, "p")
+
+
+@pytest.mark.parametrize("rate", [0.02, 0.1, 0.3])
+def test_rescale_is_unbiased(rate):
+    """Mean received message over many draws == the sent one within its standard error; zero fill's is (1 - q) x."""
+    message = torch.randn(64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    draws = 4000
+    for fill, mean_share in (("rescale", 1.0), ("zero", 1 - rate)):
+        link = link_from({"loss_model": "bernoulli", "loss_rate": rate, "packet_bytes": 16, "lost_fill": fill, "seed": 1})
+        got = torch.stack([received(link, message) for _ in range(draws)])
+        z = (got.mean(0) - mean_share * message) / (got.std(0) / math.sqrt(draws))
+        assert z.abs().max() < 4.5, (fill, z.abs().max())  # every one of 64 elements (Bonferroni, about 0.05%)
+        # the whole message: the relative bias of its received sum, and that bias's standard error
+        total = got.sum(1) / message.sum()
+        bias, se = total.mean() - 1, total.std() / math.sqrt(draws)
+        assert abs(bias - (mean_share - 1)) < 4 * se, (fill, bias, se)
+        print(f"q={rate} {fill}: relative bias of the received sum {bias:+.5f} (standard error {se:.5f})")
+
+
+def test_hadamard_blocks_and_inverse_are_exact():
+    assert blocks(13) == [(0, 8), (8, 4), (12, 1)] and blocks(64) == [(0, 64)] and blocks(0) == []
+    x = torch.randn(16, 3, dtype=torch.float64)
+    reference = torch.tensor(scipy.linalg.hadamard(16), dtype=torch.float64) / 4  # an independent Hadamard matrix
+    assert torch.allclose(hadamard(x), reference @ x, atol=1e-14, rtol=0)
+    y = torch.randn(13, 5, dtype=torch.float64)
+    assert torch.allclose(transform(transform(y)), y, atol=1e-14, rtol=0)  # orthonormal: its own inverse
+    # through a lossy link on which every packet arrives: 1000 elements, 4 per packet (250 packets: 128+64+32+16+8+2)
+    for dtype, tol in ((torch.float64, 1e-13), (torch.float32, 1e-5)):
+        link = link_from({"loss_model": "bernoulli", "loss_rate": 0.5, "packet_bytes": 4 * torch.finfo(dtype).bits // 8,
+                          "sync_rotation": "hadamard"})
+        message = torch.randn(1000, dtype=dtype)
+        with link.masks_from(AllArrive()):
+            assert torch.allclose(received(link, message), message, atol=tol, rtol=0)
+    # 1003 elements: a short last packet, filled out with zeros on the wire
+    link = link_from({"loss_model": "bernoulli", "loss_rate": 0.5, "packet_bytes": 32, "sync_rotation": "hadamard"})
+    message = torch.randn(1003, dtype=torch.float64)
+    with link.masks_from(AllArrive()):
+        assert torch.allclose(received(link, message), message, atol=1e-13, rtol=0)
+
+
+def test_a_lost_packet_under_rotation_changes_every_channel_of_its_block_a_little():
+    tokens, channels = 32, 32
+    message = torch.randn(tokens * channels, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    errors = {}
+    for rotation in ("none", "hadamard"):  # 8 elements per packet: 128 packets, one block
+        link = link_from({"loss_model": "bernoulli", "loss_rate": 0.5, "packet_bytes": 64, "sync_rotation": rotation})
+        with link.masks_from(LoseOnly([37])):
+            errors[rotation] = (received(link, message) - message).view(tokens, channels)
+    plain, spread = errors["none"], errors["hadamard"]
+    assert (plain != 0).sum() == 8 and torch.equal(plain.flatten()[37 * 8:38 * 8], -message[37 * 8:38 * 8].view(1, 8)[0])
+    assert bool((spread.abs() > 0).all())  # every channel of every token of the block
+    # the energy lost is that of one packet either way; spread over 128 packets, each element's share is small
+    print(f"one lost packet of 128: zero fill changes {(plain != 0).sum()} elements, largest {plain.abs().max():.3f}; "
+          f"hadamard changes {(spread != 0).sum()} elements, largest {spread.abs().max():.3f}, rms {spread.pow(2).mean().sqrt():.4f}")
+    assert spread.abs().max() < plain.abs().max() / 4
+    assert 0.1 < spread.pow(2).sum() / plain.pow(2).sum() < 10
+
+
+def test_rotation_signs_are_seeded_and_per_sender():
+    one = link_from({"loss_model": "bernoulli", "loss_rate": 0.1, "sync_rotation": "hadamard", "seed": 5})
+    two = link_from({"loss_model": "bernoulli", "loss_rate": 0.1, "sync_rotation": "hadamard", "seed": 5})
+    assert torch.equal(one.rotate.signs(1, FWD, 512, "cpu"), two.rotate.signs(1, FWD, 512, "cpu"))
+    assert not torch.equal(one.rotate.signs(1, FWD, 512, "cpu"), one.rotate.signs(0, FWD, 512, "cpu"))
+    assert not torch.equal(one.rotate.signs(1, FWD, 512, "cpu"), one.rotate.signs(1, BWD, 512, "cpu"))
+
+
+def forward_backward(link, seed=0):
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(block_size=16, vocab_size=37, n_layer=3, n_head=4, n_embd=32, tp_size=2,
+                          block_types="tp,spd,parallel"), SimComm(2, link))
+    idx = torch.randint(37, (2, 16), generator=torch.Generator().manual_seed(1))
+    logits, loss = model(idx, idx)
+    loss.backward()
+    return logits, loss, [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("loss", [dict(loss_model="bernoulli", loss_rate=0.1),
+                                  dict(loss_model="gilbert_elliott", ge_preset="bursty", ge_p=0.01)])
+def test_reliable_is_lossless_in_process_and_counts_rounds(loss):
+    """Forward and backward, Bernoulli and Gilbert-Elliott: every value the lossless model's, bit for bit."""
+    link = link_from({**loss, "packet_bytes": 64, "transport": "reliable"})
+    (l0, loss0, g0), (l1, loss1, g1) = forward_backward(LosslessLink()), forward_backward(link)
+    assert torch.equal(l0, l1) and torch.equal(loss0, loss1) and all(torch.equal(a, b) for a, b in zip(g0, g1))
+    stats = link.stats()
+    for direction in ("fwd", "bwd"):
+        row = stats[direction]
+        assert row["retransmissions"] == row["packets_lost"] > 0
+        assert row["messages"] == 4 * 2  # 4 sync points (tp: 2, spd: 1, the exit after parallel: 1) x 2 links
+        assert row["packets_sent"] == row["messages"] * 64 + row["retransmissions"]  # 2x16x32 fp32, 64-byte packets
+        assert sum(row["rounds_histogram"]) == row["messages"] and row["resend_rounds"] >= row["messages_resent"]
+
+
+def test_reliable_equals_lossless_through_train(char_data, tmp_path):
+    """A short char run: metrics.jsonl equal to the lossless run's except timing and the link's own fields."""
+    base = [*TINY, f"--data_dir={char_data}", "--max_iters=10"]
+    clean, reliable = str(tmp_path / "clean"), str(tmp_path / "reliable")
+    assert run_train(*base, f"--out_dir={clean}").returncode == 0
+    result = run_train(*base, f"--out_dir={reliable}", "--loss_model=bernoulli", "--loss_rate=0.05",
+                       "--packet_bytes=64", "--transport=reliable")
+    assert result.returncode == 0, result.stderr
+    assert "64-byte packets, reliable" in result.stdout
+    timing = {"ms_per_iter", "tokens_per_s", "mfu", "time_s"}
+    a, b = records(clean), records(reliable)
+    assert len(a) == len(b) > 10
+    for x, y in zip(a, b):
+        assert {k: v for k, v in x.items() if k not in timing} == {k: y[k] for k in x if k not in timing}
+    steps = [r for r in b if "val_loss" not in r]
+    assert all(s["retransmissions"] > 0 for s in steps)
+    assert [s["retransmissions"] for s in steps] == sorted(s["retransmissions"] for s in steps)  # cumulative
+    stats = json.load(open(os.path.join(reliable, "link_stats.json")))
+    row = stats["points"]["h0.mlp"]["bwd"]
+    assert row["messages"] == 10 * 2 and sum(row["rounds_histogram"]) == row["messages"]
+    assert stats["total"]["retransmissions"] == steps[-1]["retransmissions"]
+
+
+@pytest.mark.parametrize("name, loss, n_packets", [("bernoulli", dict(loss_model="bernoulli", loss_rate=0.05), 40),
+                                                   ("gilbert_elliott", dict(loss_model="gilbert_elliott", ge_preset="heavy"), 40)])
+def test_resend_rounds_match_the_analytic_distribution(name, loss, n_packets):
+    """The simulator's rounds per message against bench/step_time.py's P(rounds <= k) (Bernoulli: (1 - q^k)^n)."""
+    link = link_from({**loss, "transport": "reliable", "seed": 3})
+    messages = 4000
+    for _ in range(messages // 2):
+        link.deliver("p", FWD, n_packets, [0, 1], 2, "cpu")
+    histogram = np.array(link.stats()["fwd"]["rounds_histogram"], dtype=float)
+    assert histogram.sum() == messages
+    cdf = rounds_cdf(link.model, n_packets, len(histogram) + 2)
+    if name == "bernoulli":
+        assert np.allclose(cdf[:4], [(1 - 0.05 ** k) ** n_packets for k in range(1, 5)])
+    observed = np.cumsum(histogram) / messages
+    # each point of the empirical CDF within 4.5 binomial standard errors of the analytic one
+    for k, (p, o) in enumerate(zip(cdf, observed), 1):
+        assert abs(o - p) <= 4.5 * math.sqrt(p * (1 - p) / messages) + 1e-9, (k, o, p)
+    mean_rounds, expected = (np.arange(1, len(histogram) + 1) * histogram).sum() / messages, 1 + (1 - cdf).sum()
+    print(f"{name}: mean rounds {mean_rounds:.4f}, analytic {expected:.4f}")
+
+
+def test_bad_values_are_one_line_errors():
+    import configurator
+    defaults = configurator.train_defaults()
+    for key, value in (("lost_fill", "mean"), ("sync_rotation", "fourier"), ("transport", "tcp")):
+        with pytest.raises(configurator.ConfigError, match=f"{key}='{value}': allowed values are"):
+            configurator.check_train_config({**defaults, key: value})
+        with pytest.raises(ValueError, match=f"{key}='{value}': allowed values are"):
+            link_from({"loss_model": "bernoulli", key: value})
+    with pytest.raises(ValueError, match="transport='reliable' resends every lost packet"):
+        link_from({"loss_model": "bernoulli", "transport": "reliable", "lost_fill": "rescale"})
+    with pytest.raises(ValueError, match="need a loss rate below 1"):
+        link_from({"loss_model": "bernoulli", "loss_rate": 1.0, "lost_fill": "rescale"})
+
+
+def test_defaults_keep_the_link_as_it_was():
+    link = link_from({"loss_model": "gilbert_elliott", "ge_preset": "bursty"})
+    assert (link.fill_scale, link.rotate, link.reliable) == (None, None, False)
+    assert link.describe().endswith("1500-byte packets")  # a checkpoint's link_model: old checkpoints still match
+    assert "retransmissions" not in link.stats()["total"]
+
+
+@pytest.mark.slow
+def test_lost_packet_options_through_train_errors(char_data, tmp_path):
+    base = [f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=1"]
+    assert_one_line_error(run_train(*base, "--lost_fill=mean"), "lost_fill='mean': allowed values are")
+    assert_one_line_error(run_train(*base, "--loss_model=bernoulli", "--transport=reliable", "--sync_rotation=hadamard"),
+                          "transport='reliable' resends every lost packet")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("handling", [dict(lost_fill="rescale"), dict(sync_rotation="hadamard"),
+                                      dict(transport="reliable")])
+def test_dist_equals_sim(char_data, tmp_path, handling):
+    """The same masks, signs and resends in `sim` and in `dist`, forward and backward, Bernoulli."""
+    args = [*SMALL, f"--data_dir={char_data}", "--block_types=tp,spd,parallel", "--tp_size=2",
+            *link_args(dict(loss_model="bernoulli", loss_rate=0.05, packet_bytes=64, **handling))]
+    sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
+    sim = run_train(*args, f"--out_dir={sim_dir}")
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    dst = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
+    assert dst.returncode == 0, dst.stderr[-2000:]
+    assert_same_run(sim_dir, dist_dir)
+    for a, b in zip(records(sim_dir), records(dist_dir)):
+        assert a.get("retransmissions") == b.get("retransmissions") and a.get("resend_rounds") == b.get("resend_rounds")
+    if "transport" in handling:
+        assert records(sim_dir)[-2]["retransmissions"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("handling", [dict(lost_fill="rescale", sync_rotation="hadamard"), dict(transport="reliable")])
+def test_resume_draws_what_an_unbroken_run_draws(char_data, tmp_path, handling):
+    common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", "--block_types=parallel,spd",
+              *link_args(dict(loss_model="gilbert_elliott", ge_preset="heavy", packet_bytes=64, **handling))]
+    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
+    assert run_train(*common, "--max_iters=20", f"--out_dir={straight}").returncode == 0
+    assert run_train(*common, "--max_iters=10", "--lr_decay_iters=20", f"--out_dir={broken}").returncode == 0
+    assert run_train(*common, "--max_iters=20", "--init_from=resume", f"--out_dir={broken}").returncode == 0
+    timing = {"ms_per_iter", "tokens_per_s", "mfu", "time_s"}
+    logs = [[{k: v for k, v in r.items() if k not in timing} for r in records(o)] for o in (straight, broken)]
+    assert logs[0] == logs[1]
