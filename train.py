@@ -150,14 +150,13 @@ if distributed:
     backend = backend if backend != "auto" else ("nccl" if device_type == "cuda" else "gloo")
     timeout = datetime.timedelta(seconds=dist_timeout_s)
     dist.init_process_group(backend=backend, timeout=timeout)
-    local_rank = int(os.environ["LOCAL_RANK"])
     try:
         grid = process_grid(tp_procs, timeout, pp_size, f"tp_mode={tp_mode!r}, tp_size={tp_size}")
     except ValueError as e:
         fail(e)
     faults.report_failed_collectives(grid.rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
-        device = f"cuda:{local_rank}"
+        device = f"cuda:{os.environ['LOCAL_RANK']}"
         torch.cuda.set_device(device)
     if gradient_accumulation_steps % grid.dp_world:
         fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
@@ -192,7 +191,7 @@ get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # 
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
 try:
-    weights = ckpt.new_run_weights(config, meta_vocab_size)  # init_from weights: their shape, this config's pattern
+    weights = ckpt.new_run_weights(config, meta_vocab_size)  # init_from's weights and shape; never over a checkpoint
     schedule = parse_block_schedule(block_schedule or f"0:{block_types}", config["n_layer"])  # [(iter, pattern)]
     config["block_types"] = block_types if not block_schedule else ",".join(schedule[0][1])
     model_args = model_args_from(config, vocab_size=weights.shape["vocab_size"] if weights else meta_vocab_size or 50304)
@@ -209,9 +208,6 @@ except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
-if init_from != "resume" and not eval_only and os.path.exists(ckpt_path):
-    fail(f"{ckpt_path} exists: continue that run with --init_from=resume, "
-         f"or train into another --out_dir (a new run never overwrites a checkpoint)")
 comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
@@ -240,10 +236,9 @@ if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
 if compile:
     model = torch.compile(model)
 if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parallel group only
-    model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, process_group=grid.dp_group)
+    model = DDP(model, device_ids=[torch.device(device)] if device_type == "cuda" else None, process_group=grid.dp_group)
 train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
-wandb_run_name = wandb_run_name or f"{dataset}-{raw_model.sync_points}comm"
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
 run_info = ckpt.describe_run(device, world)
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
@@ -288,7 +283,7 @@ if wandb_log and master_process:
         import wandb
     except ImportError:
         fail("wandb_log=True but wandb is not installed: pip install wandb (or --wandb_log=False)")
-    wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+    wandb.init(project=wandb_project, name=wandb_run_name or f"{dataset}-{raw_model.sync_points}comm", config=config)
 wandb_log = wandb_log and master_process
 
 # training loop
