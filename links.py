@@ -294,7 +294,7 @@ class LossyLink:
             stream.ahead = None if saved["ahead"] is None else saved["ahead"].to(device)
             stream.overflow = saved["overflow"].to(device)
         self.sent = dict(state["sent"])
-        self.lost = {k: v.to(device) for k, v in state["lost"].items()}
+        self.lost = {k: v.to(device if len(k) == 2 else "cpu") for k, v in state["lost"].items()}  # histograms: host
         self.bursts = {k: v.to(device) for k, v in state["bursts"].items()}
 
     @staticmethod
