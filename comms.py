@@ -29,108 +29,43 @@ output gradient plus every other rank's, each through the backward link r->j.
 import contextlib
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
+from counting import SyncCounter
 from links import BWD, FWD, AllArrive, LosslessLink, Recorded, Replayed
+from quantize import SYNC_DTYPES, per_token, quantized
 
 
-class SyncCounter:
-    """Counts forward syncs and backward mirror exchanges as they really happen, eager or compiled;
-    the model's analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught.
-
-    Every count goes through `add`, into a tally laid out [forward, backward, sync_bytes, one slot per
-    sync point]. Eager code adds on the host (a numpy array: no kernel, no device sync); a compiled graph
-    cannot run Python per call, so it adds in place to the same layout in a tensor on its own device,
-    with no guard on the counts (an int would be a guard, and every new value a recompile). Reading sums
-    the two. `slots` maps a sync point to its index: fixed by the model before anything is compiled
-    (GPT.__init__), grown eagerly for a point it did not name."""
-
-    def __init__(self):
-        self.slots, self.host, self.traced = {}, np.zeros(3, dtype=np.int64), None
-        self.reset()
-
-    def reset(self):
-        self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
-        self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
-        self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
-        self.host = np.zeros(3 + len(self.slots), dtype=np.int64)
-        if self.traced is not None:
-            self.traced.zero_()
-
-    def add(self, point, x, forward, backward):
-        """Count `forward` syncs and `backward` mirror exchanges at `point`, each one rank's message of x."""
-        if torch.compiler.is_compiling():
-            if self.traced is None or self.traced.device != x.device:  # once: the model's device
-                self.traced = torch.zeros(3 + len(self.slots), dtype=torch.long, device=x.device)
-            tally = self.traced
-        else:
-            if point not in self.slots:
-                self.slots[point] = 3 + len(self.slots)
-            if len(self.host) < 3 + len(self.slots):
-                self.host = np.pad(self.host, (0, 3 + len(self.slots) - len(self.host)))
-            tally = self.host
-        tally[0] += forward
-        tally[1] += backward
-        tally[2] += x[0].numel() * x.element_size() * (forward + backward)
-        if point in self.slots:
-            tally[self.slots[point]] += forward
-
-    def _read(self):  # a host sync after a compiled pass, on a GPU
-        counts = np.pad(self.host, (0, 3 + len(self.slots) - len(self.host)))
-        if self.traced is not None:
-            counts[:len(self.traced)] += self.traced.cpu().numpy()
-        return counts
-
-    @property
-    def forward(self):
-        return int(self._read()[0])
-
-    @property
-    def backward(self):
-        return int(self._read()[1])
-
-    @property
-    def sync_bytes(self):
-        return int(self._read()[2])
-
-    @property
-    def points(self):
-        """Sync point name -> forward syncs since the last reset, in the order the slots were named."""
-        counts = self._read()
-        return {p: int(counts[i]) for p, i in self.slots.items() if i < len(counts) and counts[i]}
-
-
-def exchange(x, link, direction, point):
-    """`sim` mode, x: (R, ...) one message per rank. Returns (R, ...) with, for every rank r,
-    out_r = x_r + sum_{j != r} x_j masked by the packets of link j -> r that arrived."""
-    flat = x.reshape(x.shape[0], -1)
-    out = flat.clone()  # a rank's own contribution never crosses a link
-    for r in range(x.shape[0]):
-        link.receive(out[r], flat, r, direction, point)
-    return out.view_as(x)
+def exchange(own, sent, link, direction, point, element_size):
+    """`sim` mode: own (R, ...) each rank's message, sent (R, ...) the same as it crosses a link (own
+    itself, or quantized; packets of element_size bytes per element). Returns (R, ...) with, for every
+    rank r, out_r = own_r + sum_{j != r} sent_j masked by the packets of link j -> r that arrived."""
+    flat = sent.reshape(sent.shape[0], -1)
+    out = own.reshape(own.shape[0], -1).clone()  # a rank's own contribution never crosses a link
+    for r in range(own.shape[0]):
+        link.receive(out[r], flat, r, direction, point, element_size)
+    return out.view_as(own)
 
 
 class _Sync(torch.autograd.Function):
-    """One sync point, eager, in either mode: b + d as every rank receives it (comm.cross); the
-    backward is the mirror exchange of the output gradient, through the same crossing."""
+    """One sync's crossing, eager, in either mode: every rank's d as each rank receives it (comm.cross);
+    the backward is the mirror exchange of the message's gradient, through the same crossing."""
 
     @staticmethod
-    def forward(ctx, b, d, comm, point):
-        ctx.comm, ctx.point, ctx.b_shape, ctx.d_shape = comm, point, b.shape, d.shape
+    def forward(ctx, d, comm, point, later):
+        ctx.comm, ctx.point, ctx.d_shape = comm, point, d.shape
         comm.count(point, FWD, d)
-        return b + comm.cross(d, FWD, point)
+        return comm.cross(d, FWD, point, later)
 
     @staticmethod
-    def backward(ctx, grad_out):
-        # grad_out: (Rg, B, L, C), each rank's output gradient; in `sim` with Rg == 1 the output was
-        # shared by broadcasting and grad_out is already the sum over ranks
+    def backward(ctx, grad):
+        # grad: (Rg, B, L, C), each rank's gradient of what it received; in `sim` with Rg == 1 the
+        # message was shared by broadcasting and grad is already the sum over ranks
         comm = ctx.comm
-        comm.count(ctx.point, BWD, grad_out)
-        grad_d = comm.cross(grad_out, BWD, ctx.point).expand(ctx.d_shape)
-        return grad_out.sum_to_size(ctx.b_shape), grad_d, None, None
+        comm.count(ctx.point, BWD, grad)
+        return comm.cross(grad, BWD, ctx.point).expand(ctx.d_shape), None, None, None
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -170,35 +105,73 @@ class TPComm:
     `_sum_traced` under torch.compile) and does the other things that differ between the modes.
     """
 
-    def __init__(self, tp_size=1, link=None):
+    def __init__(self, tp_size=1, link=None, sync_fraction=1.0, sync_dtype=""):
         self.tp_size = tp_size
         self.link = link if link is not None else LosslessLink()
+        self.sync_fraction = sync_fraction  # the share of d's channels a sync sends (DESIGN section 8)
+        self.sync_dtype = SYNC_DTYPES[sync_dtype]  # what a sync sends is quantized to (None: as it is)
         self.counter = SyncCounter()
+        self.in_flight = {}  # `dist`: sync point -> its all-reduce, sent with later=True, not yet landed
         self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
         self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
 
     def sync(self, b, d, point):
-        """One sync point: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j).
+        """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
+        return b + self.send(d, point)
 
-        The route of every sync, in three parts: what is sent (each rank's whole d), how it
-        crosses (`cross`: a sum over the rank axis in `sim`, a collective in `dist`, each through
-        the link) and when it lands (now: the returned state). `d` may be (1, ...), the partials
-        already summed over ranks by the sublayer's own GEMM (`sums_in_gemm`): the same sync, whose
-        crossing has nothing left to add. The caller's d is spent afterwards.
+    def send(self, d, point, later=False):
+        """The route of every sync: what each rank held here receives of every rank's partials d (its own
+        exact). In three parts: what is sent (each rank's d, or its first round(sync_fraction * C)
+        channels, the rest staying with their rank; in sync_dtype), how it crosses (`cross`: a sum over
+        the rank axis in `sim`, a collective in `dist`, each through the link), and when it lands (the
+        caller adds the message to b: at once, as `sync` does, or a sublayer later with `land`; later=True
+        lets `dist` leave its all-reduce in flight until then). d may be (1, ...), the partials already
+        summed over ranks by the sublayer's own GEMM (`sums_in_gemm`): nothing left to add.
         """
         if self.tp_size == 1:
-            return b + d  # a sync over one rank is the identity: nothing to count
-        if torch.compiler.is_compiling() and not self.link.lossy:
+            return d  # a sync over one rank is the identity: nothing to count
+        shared = round(self.sync_fraction * d.shape[-1])
+        sent = d if shared == d.shape[-1] else d[..., :shared]
+        if torch.compiler.is_compiling() and not self.link.lossy and self.sync_dtype is None:
             # traced into the graph: no Python runs per call, so the backward mirror exchange
             # (autograd's broadcast of the sum) is counted here, from the structure
-            self.counter.add(point, d, 1, int(torch.is_grad_enabled() and d.requires_grad))
-            return b + self._sum_traced(d)
-        return self._eager_sync(b, d, point)  # a lossy sync is a graph break: the link runs eagerly
+            backward = int(torch.is_grad_enabled() and d.requires_grad)
+            self.counter.add(point, self.message_bytes(sent), 1, backward, device=d.device)
+            message = self._sum_traced(sent)
+        else:
+            message = self._eager_send(sent, point, later)  # a lossy sync is a graph break: the link runs eagerly
+        if sent is d:
+            return message
+        private = d[..., shared:]  # each rank keeps its own
+        return torch.cat([message.expand(*private.shape[:-1], shared), private], dim=-1)
 
     @torch.compiler.disable
-    def _eager_sync(self, b, d, point):
-        return _Sync.apply(b, d, self, point)
+    def _eager_send(self, d, point, later):
+        return _Sync.apply(d, self, point, later)
+
+    def land(self, b, message, point, hidden):
+        """b + a message sent with later=True: in `dist`, its all-reduce is waited for now. hidden: another
+        sublayer ran while it was in flight (counted: the sync's latency was hidden, not exposed)."""
+        if not torch.compiler.is_compiling():
+            work = self.in_flight.pop(point, None)
+            if work is not None:
+                work.wait()
+        if hidden and self.tp_size > 1 and not (self.dry or self.replaying):
+            self.counter.add(point, 0, 0, 0, hidden=1, device=message.device)
+        return b + message
+
+    def message_bytes(self, x):
+        """One rank's message of x (R, ..., C) as sent: in sync_dtype, int8 and float8 with a float32 scale per row."""
+        numel = x[0].numel()
+        if self.sync_dtype is None:
+            return numel * x.element_size()
+        scales = 4 * (numel // x.shape[-1]) if self.sync_dtype in per_token else 0
+        return numel * self.sync_dtype.itemsize + scales
+
+    def wire_element_size(self, x):
+        """Bytes per element on the wire (packets are cut by it)."""
+        return x.element_size() if self.sync_dtype is None else self.sync_dtype.itemsize
 
     def count(self, point, direction, x):
         """Count one eager sync (FWD) or mirror exchange (BWD) and its payload: one rank's message of x."""
@@ -207,11 +180,11 @@ class TPComm:
         if self.replaying:  # activation checkpointing's recompute of a sync already counted
             self.counter.recomputed += 1
             return
-        self.counter.add(point, x, int(direction == FWD), int(direction == BWD))
+        self.counter.add(point, self.message_bytes(x), int(direction == FWD), int(direction == BWD))
         link = self.link
         if link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
             # count its packets on the links j -> r into the ranks this process holds, and draw any resends
-            n_packets = link.packets(x[0].numel(), x.element_size())[0]
+            n_packets = link.packets(x[0].numel(), self.wire_element_size(x))[0]
             link.deliver(point, direction, n_packets, self.ranks, self.tp_size, x.device)
 
     @contextlib.contextmanager
@@ -284,8 +257,8 @@ class SimComm(TPComm):
     def processes_per_tp_group(tp_size):
         return 1
 
-    def __init__(self, tp_size=1, link=None, group=None, rank=0):
-        super().__init__(tp_size, link)
+    def __init__(self, tp_size=1, link=None, group=None, rank=0, sync_fraction=1.0, sync_dtype=""):
+        super().__init__(tp_size, link, sync_fraction, sync_dtype)
         self.ranks = list(range(tp_size))  # the TP ranks whose shards this process holds
         self.local_ranks = tp_size
 
@@ -293,15 +266,22 @@ class SimComm(TPComm):
     def sums_in_gemm(self):
         """Whether a sublayer synced at once may return its partials already summed over ranks:
         on a lossless network the sum of the per-rank products is one GEMM over the
-        concatenated ranks, the dense layer's own matmul, with no per-rank partial in memory."""
-        return self.tp_size > 1 and not (self.link.loses(FWD) or self.link.loses(BWD))
+        concatenated ranks, the dense layer's own matmul, with no per-rank partial in memory
+        (not when a sync sends only some channels, or quantized: then the message is not that sum)."""
+        return (self.tp_size > 1 and not (self.link.loses(FWD) or self.link.loses(BWD))
+                and self.sync_fraction == 1 and self.sync_dtype is None)
 
-    def cross(self, x, direction, point):
-        """x (R, ...): every rank's message -> the sum each rank receives; (1, ...) while all agree.
+    def cross(self, x, direction, point, later=False):
+        """x (R, ...): every rank's message -> what each rank receives; (1, ...) while all agree.
         A (1, ...) x is already the sum (a summed GEMM's output, or a gradient shared by broadcasting)."""
         R = self.local_ranks
+        sent = quantized(x, self.sync_dtype)
         if self.link.loses(direction):  # rank j sends x_j to every r over link j -> r
-            return exchange(x.expand(R, *x.shape[1:]), self.link, direction, point)  # ranks may now disagree
+            x, sent = (t.expand(R, *t.shape[1:]) for t in (x, sent))
+            return exchange(x, sent, self.link, direction, point, self.wire_element_size(x))  # ranks may now disagree
+        if sent is not x:  # every rank's message as sent, its own exact
+            x, sent = (t.expand(R, *t.shape[1:]) for t in (x, sent))
+            return sent.sum(0, keepdim=True) + (x - sent)
         total = self._sum_traced(x)
         if direction == FWD and self.link.loses(BWD):
             # the states agree, but the backward exchange needs each rank's own gradient:
@@ -349,8 +329,8 @@ class DistComm(TPComm):
 
     sums_in_gemm = False  # a process holds one rank: the sum over ranks is the all-reduce
 
-    def __init__(self, tp_size=1, link=None, group=None, rank=0):
-        super().__init__(tp_size, link)
+    def __init__(self, tp_size=1, link=None, group=None, rank=0, sync_fraction=1.0, sync_dtype=""):
+        super().__init__(tp_size, link, sync_fraction, sync_dtype)
         self.group, self.rank = group, rank
         self.ranks = [rank]
         self.local_ranks = 1
@@ -358,20 +338,28 @@ class DistComm(TPComm):
     def _sum_traced(self, d):
         return _AllReduceSum.apply(d, self.group)
 
-    def cross(self, x, direction, point):
-        """The sum over TP ranks of x as this rank receives it through the link. Lossless: an
-        all-reduce. Lossy: an all-gather of every rank's x, each masked at the receiver by the
-        packets of its incoming links (the streams `sim` draws), summed in `sim`'s order."""
+    def cross(self, x, direction, point, later=False):
+        """The sum over TP ranks of x as this rank receives it through the link. Lossless: an all-reduce,
+        left in flight (async_op) when later, until `land`. Lossy or quantized: an all-gather of every
+        rank's message as sent, each masked at the receiver by the packets of its incoming links (the
+        streams `sim` draws), summed in `sim`'s order; synchronous. (A quantized message is gathered as
+        the values it carries: the bytes counted are sync_dtype's, the bytes moved here the full dtype's.)"""
         start = time.perf_counter() if self.timing else 0.0
         x = x.contiguous()
-        if self.link.loses(direction):
+        sent = quantized(x, self.sync_dtype)
+        if self.link.loses(direction) or sent is not x:
             parts = [torch.empty_like(x) for _ in range(self.tp_size)]
-            dist.all_gather(parts, x, group=self.group)
-            out = self.link.receive(parts[self.rank].reshape(-1).clone(), [p.reshape(-1) for p in parts],
-                                    self.rank, direction, point).view_as(x)
+            dist.all_gather(parts, sent, group=self.group)
+            if self.link.loses(direction):
+                out = self.link.receive(x.reshape(-1).clone(), [p.reshape(-1) for p in parts], self.rank, direction,
+                                        point, self.wire_element_size(x)).view_as(x)
+            else:
+                out = torch.stack(parts).sum(0) + (x - sent)
         else:
             out = x.clone()
-            dist.all_reduce(out, group=self.group)
+            work = dist.all_reduce(out, group=self.group, async_op=later and not self.replaying)
+            if work is not None:
+                self.in_flight[point] = work
         self._timed(start)
         return out
 
@@ -435,9 +423,9 @@ class DistComm(TPComm):
 MODES = {"sim": SimComm, "dist": DistComm}
 
 
-def comm_for(tp_mode, tp_size=1, link=None, group=None, rank=0):
-    """The execution mode's object; ValueError names an unknown tp_mode."""
+def comm_for(tp_mode, tp_size=1, link=None, group=None, rank=0, **sync):
+    """The execution mode's object; ValueError names an unknown tp_mode. sync: sync_fraction, sync_dtype."""
     if tp_mode not in MODES:
         raise ValueError(f"tp_mode={tp_mode!r}: allowed are 'sim' (one process simulates the TP ranks) "
                          f"and 'dist' (one process per TP rank, under torchrun)")
-    return MODES[tp_mode](tp_size, link, group, rank)
+    return MODES[tp_mode](tp_size, link, group, rank, **sync)

@@ -157,7 +157,7 @@ TRAIN_CHOICES = {
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
     "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block"),
     "pp_schedule": ("gpipe", "1f1b"), "lost_fill": ("zero", "rescale"), "sync_rotation": ("none", "hadamard"),
-    "transport": ("unreliable", "reliable")}
+    "transport": ("unreliable", "reliable"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
     "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
@@ -184,6 +184,9 @@ def check_train_config(config):
     for key in ("beta1", "beta2"):  # AdamW's own rule
         if not 0.0 <= config[key] < 1.0:
             raise ConfigError(f"{key}={config[key]!r} must be in [0, 1)")
+    if not 0.0 < config.get("sync_fraction", 1.0) <= 1.0:
+        raise ConfigError(f"sync_fraction={config['sync_fraction']!r} must be in (0, 1]: the share of d's channels "
+                          f"a sync sends")
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:
         raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
                           f"crosses a link")

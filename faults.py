@@ -58,9 +58,9 @@ def install(model, rank, current_iter):
         block = model.transformer.h[0]
         run_block = block.forward
 
-        def forward_with_an_extra_sync(b, d, comm):
-            b, d = run_block(b, d, comm)
-            return comm.sync(b, torch.zeros_like(b), "extra"), d
+        def forward_with_an_extra_sync(b, d, flight, comm):
+            b, d, flight = run_block(b, d, flight, comm)
+            return comm.sync(b, torch.zeros_like(b), "extra"), d, flight
         block.forward = forward_with_an_extra_sync
 
 

@@ -249,11 +249,12 @@ class LossyLink:
         self.bursts[key] = self.bursts.get(key, 0) + starts
         return ~lost
 
-    def receive(self, acc, messages, r, direction, point):
+    def receive(self, acc, messages, r, direction, point, element_size=None):
         """acc (rank r's own flat message) += every other rank's message, masked by the
-        packets of link j -> r that arrived. messages: flat (n,) tensors, one per rank."""
+        packets of link j -> r that arrived. messages: flat (n,) tensors, one per rank;
+        element_size: bytes per element on the wire (default acc's: a quantized sync sends fewer)."""
         n = acc.numel()
-        n_packets, per_packet = self.packets(n, acc.element_size())
+        n_packets, per_packet = self.packets(n, element_size or acc.element_size())
         full = n // per_packet  # whole packets; a shorter last packet may follow
         scale = 1 if self.fill_scale is None else self.fill_scale  # lost_fill='rescale': 1/(1-q) on what arrived
         for j, message in enumerate(messages):

@@ -1,9 +1,11 @@
 """
-GPT-2 in which every transformer block is one of three tensor-parallel types.
+GPT-2 in which every transformer block is one of four tensor-parallel types.
 
     tp        Megatron-style: d += attn; sync; d += mlp; sync     2 syncs per block
     spd       sync-point drop: d += attn; d += mlp; sync          1 sync per block
     parallel  no sync: each rank runs its own narrow tower        0 syncs per block
+    ladder    Ladder Residual: tp's syncs, each landing in b one  2 syncs per block, hidden
+              sublayer late (its all-reduce runs behind the next sublayer's compute)
 
 Rank r of T = tp_size owns n_head/T heads (its q, k, v slices, the matching columns of the
 attention projection) and 4C/T MLP hidden units; LayerNorms, embeddings and the tied head are
@@ -26,96 +28,10 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from comms import SimComm
-from patterns import (BLOCK_TYPES, count_sync_points, describe_pattern, parse_block_schedule,  # noqa: F401
-                      parse_block_types, pattern_at, sync_point_names)
-
-class ColumnParallelLinear(nn.Module):
-    """Rank r computes its slice of the output features: y_r = x_r W_r^T + b_r; weight (R, out/T, in).
-    With groups > 1 the output is `groups` stacked blocks (q, k, v), each sharded on its own, so
-    rank r holds [q_r; k_r; v_r] and never a mix of q and k."""
-
-    def __init__(self, in_features, out_features, tp_size, ranks, bias, groups=1):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.tp_size, self.ranks, self.groups = tp_size, list(ranks), groups
-        self.weight = nn.Parameter(torch.empty(len(self.ranks), out_features // tp_size, in_features))
-        self.bias = nn.Parameter(torch.zeros(len(self.ranks), out_features // tp_size)) if bias else None
-        self.weight.tp_sharded = True
-        if bias:
-            self.bias.tp_sharded = True
-
-    def forward(self, x):
-        # x: (Rx, N, in) with Rx == 1 (state shared by all ranks) or R -> (R, N, out/T)
-        R = self.weight.shape[0]
-        if R == 1:  # plain GEMM: the dense model pays no bmm overhead; squeeze, not [0], whose
-            # backward would fill a zero tensor and copy the gradient into it (two kernels per weight)
-            return F.linear(x, self.weight.squeeze(0), None if self.bias is None else self.bias.squeeze(0))
-        x = x.expand(R, *x.shape[1:])  # a stride-0 view: bmm reads the shared input R times, no copy
-        if self.bias is None:
-            return torch.bmm(x, self.weight.transpose(1, 2))
-        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
-
-    def forward_concat(self, x):
-        # x: (..., in), one state shared by every rank, all T ranks held here (sim) -> (..., out):
-        # the dense layer's output from one GEMM. The shards reassembled in the dense feature
-        # order (unshard: a view for the MLP; for q, k, v a copy of the weight, far smaller than
-        # the activations that a per-rank layout would have to rearrange)
-        bias = None if self.bias is None else self.unshard(self.bias)
-        return F.linear(x, self.unshard(self.weight), bias)
-
-    def shard(self, full):
-        """Cut this process's shards from a full dense weight (out, in) or bias (out,)."""
-        ranks, T, g = self.ranks, self.tp_size, self.groups
-        blocks = full.reshape(g, T, self.out_features // (g * T), -1)[:, ranks]  # (g, R, out/(gT), in)
-        return blocks.transpose(0, 1).reshape(len(ranks), self.out_features // T, *full.shape[1:])
-
-    def unshard(self, shards):
-        """Inverse of shard over all T ranks: (T, out/T, ...) -> the full (out, ...)."""
-        T, g = self.tp_size, self.groups
-        blocks = shards.reshape(T, g, self.out_features // (g * T), -1).transpose(0, 1)
-        return blocks.reshape(self.out_features, *shards.shape[2:])
-
-
-class RowParallelLinear(nn.Module):
-    """Rank r turns its slice of the input features into a partial output; weight (R, out, in/T).
-    The bias is replicated and each rank adds bias/T: a lossless sum carries it once (T == 1: nn.Linear)."""
-
-    def __init__(self, in_features, out_features, tp_size, ranks, bias):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.tp_size, self.ranks = tp_size, list(ranks)
-        self.weight = nn.Parameter(torch.empty(len(self.ranks), out_features, in_features // tp_size))
-        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
-        self.weight.tp_sharded = True
-
-    def forward(self, x):
-        # x: (R, N, in/T) -> partial outputs (R, N, out), one per rank, not yet summed
-        if self.weight.shape[0] == 1:
-            bias = self.bias if self.bias is None or self.tp_size == 1 else self.bias / self.tp_size
-            return F.linear(x, self.weight.squeeze(0), bias)
-        if self.bias is None:
-            return torch.bmm(x, self.weight.transpose(1, 2))
-        return torch.baddbmm(self.bias / self.tp_size, x, self.weight.transpose(1, 2))
-
-    def forward_summed(self, x):
-        # x: (N, R*in/T), every rank's input side by side, rank-major -> (N, out), the sum of
-        # the per-rank partials: sum_r x_r W_r^T is one GEMM over the concatenated inner
-        # dimension (the dense layer's matmul); the bias once, as the sum of R shares of bias/T
-        R = self.weight.shape[0]
-        weight = self.weight.permute(1, 0, 2).reshape(self.out_features, R * self.weight.shape[2])  # (out, R*in/T)
-        bias = self.bias if self.bias is None or R == self.tp_size else self.bias * (R / self.tp_size)
-        return F.linear(x, weight, bias)
-
-    def shard(self, full):
-        if full.dim() == 1:
-            return full  # the bias is replicated
-        return full.reshape(self.out_features, self.tp_size, -1)[:, self.ranks].transpose(0, 1)
-
-    def unshard(self, shards):
-        if shards.dim() == 1:
-            return shards
-        return shards.transpose(0, 1).reshape(self.out_features, self.in_features)
-
+from counting import FIRST_SLOT
+from layers import ColumnParallelLinear, RowParallelLinear
+from patterns import (BLOCK_TYPES, count_sync_points, describe_pattern, exposed_sync_points,  # noqa: F401
+                      parse_block_schedule, parse_block_types, pattern_at, sync_point_names)
 
 class CausalSelfAttention(nn.Module):
 
@@ -178,25 +94,58 @@ def _state(b, d):
     return b if d is None else b + d
 
 
+def _land(b, flight, comm):
+    """Every ladder sync still in flight lands in b, oldest first (before a non-ladder sublayer reads)."""
+    for message, point, hidden in flight:
+        b = comm.land(b, message, point, hidden)
+    return b
+
+
+def _kind(block_types, index, tp_size):
+    """With one rank every block but ladder is the dense block: sync after each sublayer (a sync over
+    one rank is the identity) keeps the dense summation order. Ladder is an architecture at any size."""
+    kind = block_types[index]
+    return kind if tp_size > 1 or kind == "ladder" else "tp"
+
+
 class Block(nn.Module):
 
     def __init__(self, config, index, ranks, layers):
         super().__init__()
-        # With one rank every block is the dense block: sync after each sublayer
-        # (a sync over one rank is the identity) keeps the dense summation order.
-        self.kind = config.block_types[index] if config.tp_size > 1 else "tp"
+        self.kind = _kind(config.block_types, index, config.tp_size)
         self.index, self.dropout = index, config.dropout
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config, ranks, layers)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config, ranks, layers)
 
-    def forward(self, b, d, comm):
-        # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None
+    def forward(self, b, d, flight, comm):
+        # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None;
+        # flight: ladder syncs sent but not yet landed in b, oldest first, each (message, point, hidden)
+        if self.kind == "ladder":
+            if d is not None:  # partials a parallel block left pending are synced before a ladder block reads
+                b, d = comm.sync(b, d, f"h{self.index}.in"), None
+            b, flight = self.ladder(self.attn, self.ln_1, b, flight, comm, "attn")
+            b, flight = self.ladder(self.mlp, self.ln_2, b, flight, comm, "mlp")
+            return b, d, flight
+        b = _land(b, flight, comm)  # before a non-ladder sublayer reads, every in-flight sync lands
         b, d = self.sublayer(self.attn, self.ln_1, b, d, comm, "attn", sync=self.kind == "tp")
         # the MLP sees this rank's own state: after an unsynchronised attention that is b_r + d_r
         b, d = self.sublayer(self.mlp, self.ln_2, b, d, comm, "mlp", sync=self.kind in ("tp", "spd"))
-        return b, d
+        return b, d, ()
+
+    def ladder(self, layer, norm, b, flight, comm, name):
+        """Ladder Residual: the output of the sublayer two back lands in b; this sublayer reads b without
+        the output of the one just before (its sync is in flight, behind this sublayer's compute); then
+        this sublayer's sync is sent, to land one sublayer later. On a lossless `sim` network from a state
+        every rank shares, the partials come summed from one GEMM (as in `sublayer`)."""
+        point = f"h{self.index}.{name}"
+        if len(flight) == 2:
+            b, flight = comm.land(b, *flight[0]), flight[1:]
+        flight = tuple((message, p, True) for message, p, _ in flight)  # in flight while this sublayer runs
+        summed = b.shape[0] == 1 and comm.sums_in_gemm and not (self.training and self.dropout > 0)
+        out = layer(norm(b), summed=summed)  # (R, B, L, C) partials, or (1, B, L, C) summed
+        return b, flight + ((comm.send(out, point, later=True), point, False),)
 
     def sublayer(self, layer, norm, b, d, comm, name, sync):
         """d += layer(norm(b + d)); then, if this block syncs here, b <- comm.sync(b, d) and d <- 0.
@@ -266,10 +215,11 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
+        self.exposed_syncs = len(exposed_sync_points(config.block_types, config.tp_size))
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
-        points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("attn", "mlp")] + ["exit"]
-        self.comm.counter.slots = {point: 3 + i for i, point in enumerate(points)}  # every possible sync point
+        points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("in", "attn", "mlp")] + ["exit"]
+        self.comm.counter.slots = {point: FIRST_SLOT + i for i, point in enumerate(points)}  # every possible sync point
         self.init_weights()
 
     def set_block_types(self, block_types):
@@ -280,8 +230,9 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             if not isinstance(block, Block):
                 continue  # another pipeline stage's (keep_stage)
-            block.kind = kinds[block.index] if self.config.tp_size > 1 else "tp"  # as Block.__init__
+            block.kind = _kind(kinds, block.index, self.config.tp_size)
         self.sync_points = count_sync_points(kinds, self.config.tp_size)
+        self.exposed_syncs = len(exposed_sync_points(kinds, self.config.tp_size))
         return changed
 
     def keep_stage(self, first, end, embedding, head):
@@ -376,15 +327,17 @@ class GPT(nn.Module):
         return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos)).unsqueeze(0)
 
     def run_blocks(self, b, d, blocks):
-        """The residual state (b, d) through blocks, in order; d None means no pending partials."""
+        """The residual state (b, d) through blocks, in order; d None means no pending partials.
+        Ladder syncs still in flight after the last block land at its end (the model exit)."""
+        flight = ()
         for block in blocks:
             if self.activation_checkpointing and torch.is_grad_enabled():
                 # keep only the block's inputs; its activations are recomputed in the backward pass
-                b, d = checkpoint(block, b, d, self.comm, use_reentrant=False,
-                                  context_fn=self.comm.checkpoint_contexts)
+                b, d, flight = checkpoint(block, b, d, flight, self.comm, use_reentrant=False,
+                                          context_fn=self.comm.checkpoint_contexts)
             else:
-                b, d = block(b, d, self.comm)
-        return b, d
+                b, d, flight = block(b, d, flight, self.comm)
+        return _land(b, flight, self.comm), d
 
     def logits(self, b, d, last_only=False):
         """The exit sync (partials left by trailing parallel blocks), ln_f and the LM head: (Rb, B, L, vocab),

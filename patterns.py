@@ -4,13 +4,14 @@ Block patterns: which block type each layer is, parsed from a config's text, cou
     parse_block_types('parallel*5,spd', 12)   # ('parallel',)*5 + ('spd',), tiled to 12 layers
     sync_point_names(pattern, tp_size)         # ['h5.mlp', 'h11.mlp']: the syncs of one forward pass
     count_sync_points(pattern, tp_size)        # 2
+    exposed_sync_points(pattern, tp_size)      # the syncs whose result the very next sublayer reads
     describe_pattern(pattern)                  # '[parallel*5,spd] x2'
     parse_block_schedule('0:tp;300:spd', 12)   # the pattern in force from each iteration
 
 model.py builds the blocks; this file only names them.
 """
 
-BLOCK_TYPES = ("tp", "spd", "parallel")
+BLOCK_TYPES = ("tp", "spd", "parallel", "ladder")
 
 
 def parse_block_types(spec, n_layer):
@@ -51,22 +52,33 @@ def pattern_at(schedule, iteration):
 
 
 def sync_point_names(block_types, tp_size):
-    """The sync points of one forward pass, in order: 'h3.attn' and 'h3.mlp' for a tp block, 'h3.mlp'
-    for an spd block, none for a parallel one, and 'exit' if partials are pending after the last block."""
+    """The sync points of one forward pass, in order: 'h3.attn' and 'h3.mlp' for a tp or ladder block,
+    'h3.mlp' for an spd block, none for a parallel one; 'h3.in' where a ladder block first syncs the
+    partials parallel blocks left pending, and 'exit' if partials are pending after the last block."""
     if tp_size == 1:
         return []  # one rank: nothing to synchronise
     points, pending = [], False
     for i, kind in enumerate(block_types):
         if kind == "parallel":
             pending = True
-        else:
-            points += [f"h{i}.attn", f"h{i}.mlp"] if kind == "tp" else [f"h{i}.mlp"]
-            pending = False
+            continue
+        points += [f"h{i}.in"] * (kind == "ladder" and pending)
+        points += [f"h{i}.attn", f"h{i}.mlp"] if kind in ("tp", "ladder") else [f"h{i}.mlp"]
+        pending = False
     return points + ["exit"] * pending
 
 
+def exposed_sync_points(block_types, tp_size):
+    """The sync points whose latency no compute hides (DESIGN section 8): every sync but a ladder
+    sublayer's that another sublayer runs behind before it lands: a ladder block's attention sync
+    always (its MLP follows), its MLP sync when the next block is a ladder block too."""
+    hidden = {f"h{i}.attn" for i, kind in enumerate(block_types) if kind == "ladder"}
+    hidden |= {f"h{i}.mlp" for i, kind in enumerate(block_types[:-1]) if kind == block_types[i + 1] == "ladder"}
+    return [p for p in sync_point_names(block_types, tp_size) if p not in hidden]
+
+
 def count_sync_points(block_types, tp_size):
-    """Forward syncs per pass: 2 per tp, 1 per spd, plus a final one if partials are pending."""
+    """Forward syncs per pass: 2 per tp or ladder, 1 per spd, plus one wherever partials are pending."""
     return len(sync_point_names(block_types, tp_size))
 
 

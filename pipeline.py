@@ -148,7 +148,7 @@ class Pipeline(Step):
         else:
             self.train_schedule.step()
         last = losses[-1] * self.micro_batches if self.is_last else None
-        return torch.tensor(self.from_last_stage(last) / self.micro_batches)
+        return torch.tensor(self.from_last_stage(last) / self.micro_batches), X.numel()
 
     def evaluate(self, X, Y):
         """(logits of TP rank 0, loss) of one batch on the last stage, as GPT.forward; (None, None) elsewhere."""

@@ -4,7 +4,7 @@ DDP across data-parallel ranks) or pipeline.py's `Pipeline` (the micro-batches t
 torch's schedule). Both take one optimizer step's micro-batches to clipped gradients, with the same
 interface, so the loop in train.py has one path:
 
-    loss, grad_norm, syncs = train_step(batch, optimizer, max_norm, check)  # forward, backward, reduce, clip
+    loss, grad_norm, measured = train_step(batch, optimizer, max_norm, check)  # forward, backward, reduce, clip
     logits, loss = train_step.evaluate(X, Y)                    # (None, None) where no logits are
     train_step.reports                                          # whether this process's eval counts
 
@@ -90,20 +90,26 @@ class Step:
         """One step's micro-batches (batch(k) -> (X, Y)) to clipped gradients. Returns the last
         micro-batch's loss / micro_batches (a tensor), the whole model's gradient norm (a float:
         a host sync once per step, so that a NaN/Inf step is never applied; the same on every rank)
-        and the forward syncs measured per pass (over every stage). check_syncs: they must be the
-        model's analytic count, and the backward mirror exchanges as many."""
-        self.comm.counter.reset()
-        loss = self.forward_backward(batch)
+        and what the syncs did, measured (over every stage): forward syncs and exposed syncs per
+        pass, and the payload bytes per token. check_syncs: the syncs and exposed syncs must be the
+        model's analytic counts, and the backward mirror exchanges as many as the syncs."""
+        counter = self.comm.counter
+        counter.reset()
+        loss, tokens = self.forward_backward(batch)
         params = list(self.model.parameters())
         self.comm.reduce_replicated_grads(params)  # `dist`: sum the replicated grads over the TP group
         self.reduce_grads(params)
         self.scaler.unscale_(optimizer)
         norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
-        synced = self.counted([self.comm.counter.forward, self.comm.counter.backward])
-        if check_syncs and (synced[0] != self.micro_batches * self.model.sync_points or synced[1] != synced[0]):
-            raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass, measured "
-                               f"{synced[0] / self.micro_batches} forward and {synced[1] / self.micro_batches} backward")
-        return loss, float(norm), synced[0] / self.micro_batches
+        forward, backward, hidden, nbytes = self.counted([counter.forward, counter.backward, counter.hidden,
+                                                          counter.sync_bytes])
+        syncs, exposed = forward / self.micro_batches, (forward - hidden) / self.micro_batches
+        if check_syncs and (syncs, exposed, backward) != (self.model.sync_points, self.model.exposed_syncs, forward):
+            raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass "
+                               f"({self.model.exposed_syncs} exposed), measured {syncs} forward ({exposed} exposed) "
+                               f"and {backward / self.micro_batches} backward")
+        return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed,
+                                       sync_bytes_per_token=nbytes / tokens)
 
     @torch.no_grad()
     def estimate(self, get_batch, eval_iters, lossy=False):
@@ -146,14 +152,14 @@ class PlainStep(Step):
 
     def forward_backward(self, batch):
         for micro_step in range(self.micro_batches):
-            X, Y = batch(micro_step)
+            X, Y = batch(micro_step)  # (B, L)
             if self.grid.dp_world > 1:  # all-reduce the gradients only at the last micro step
                 self.module.require_backward_grad_sync = micro_step == self.micro_batches - 1
             with self.autocast:
                 logits, loss = self.module(X, Y)
                 loss = loss / self.micro_batches  # scale the loss to sum gradients as one big batch
             self.scaler.scale(loss).backward()
-        return loss.detach()
+        return loss.detach(), X.numel() * self.micro_batches
 
     def reduce_grads(self, params):
         pass  # DDP averaged them over the data-parallel group during the backward pass

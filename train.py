@@ -64,7 +64,9 @@ bias = True
 # tensor parallelism
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
-block_types = "spd"  # comma-separated tp/spd/parallel, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+block_types = "spd"  # comma-separated tp/spd/parallel/ladder, a unit tiled to n_layer, e.g. 'parallel*5,spd'
+sync_fraction = 1.0  # the share of d's channels a sync sends, in (0, 1]; the rest stay with their rank
+sync_dtype = ""  # what a sync sends: '' (the communication dtype), 'bfloat16', 'float8_e4m3fn', 'int8'
 block_schedule = ""  # e.g. '0:tp;300:spd': the pattern in force from each iteration on ('' -> block_types)
 # pipeline parallelism (torchrun: world = dp x pp x tp processes, tp_procs = tp_size in 'dist' mode, else 1)
 pp_size = 1  # pipeline stages of contiguous blocks; the embedding on the first, ln_f and the head on the last
@@ -132,8 +134,7 @@ def fail(message):
     sys.exit(f"error: {message}")
 
 
-# process grid. `sim`: every torchrun process is a data-parallel rank holding all TP
-# ranks. `dist`: TP groups of tp_size consecutive processes, data parallel across them.
+# process grid. `sim`: every process a data-parallel rank holding all TP ranks. `dist`: TP groups of consecutive ones
 Comm = comms.MODES[tp_mode]  # the execution mode: comms.SimComm or comms.DistComm
 tp_procs = Comm.processes_per_tp_group(tp_size)  # processes per TP group
 distributed = int(os.environ.get("RANK", -1)) != -1
@@ -172,8 +173,7 @@ tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_si
 
 
 torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
-torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
@@ -202,13 +202,14 @@ try:
     if pp_size > 1:
         check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
                        block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
+                       block_types="ladder" in gptconf.block_types and block_types,
                        dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
-comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank)
+comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank, sync_fraction=sync_fraction, sync_dtype=sync_dtype)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
@@ -249,7 +250,8 @@ if master_process:
             ckpt.write_json(os.path.join(out_dir, name), content)
         ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
     print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pp_size > 1 else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
-          f"blocks: {describe_schedule(schedule, tp_size)} | sync points: {raw_model.sync_points} per pass | "
+          f"blocks: {describe_schedule(schedule, tp_size)} | sync points: {raw_model.sync_points} per pass, "
+          f"{raw_model.exposed_syncs} exposed | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
           f"{f'pipeline: {pipeline.describe()} | ' if pp_size > 1 else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
@@ -271,7 +273,7 @@ def get_lr(it):
 
 def log(record):
     """Append one record to out_dir/metrics.jsonl (eval.jsonl when eval_only), and to wandb."""
-    record = {"iter": iter_num, **record, "sync_points": raw_model.sync_points}
+    record = {"iter": iter_num, **record, "sync_points": raw_model.sync_points, "exposed_syncs": raw_model.exposed_syncs}
     with open(log_path, "a") as f:
         f.write(json.dumps(record) + "\n")
     if wandb_log:
@@ -328,8 +330,8 @@ while True:
 
     # forward, backward, gradient reduce and clipping over the micro-batches (step.py), then the update
     torch.manual_seed(step_seed(seed, _DROPOUT, dp_rank, tp_rank, iter_num, *train_step.stage_seed))  # dropout
-    loss, grad_norm, measured_syncs = train_step(lambda k: get_batch("train", iter_num, k), optimizer,
-                                                 grad_clip or math.inf, check_counts)
+    loss, grad_norm, measured = train_step(lambda k: get_batch("train", iter_num, k), optimizer,
+                                           grad_clip or math.inf, check_counts)
     check_counts = False  # the counter, once after start and after every switch of pattern
     if dtype != "float16" and not math.isfinite(grad_norm):  # never applied (fp16: the GradScaler skips it)
         lossf = loss.item() * gradient_accumulation_steps
@@ -361,7 +363,7 @@ while True:
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms, "
               f"tok/s {tokens_per_iter / dt:,.0f}, mfu {'n/a' if running_mfu is None else f'{running_mfu:.2%}'}{lost}")
         log({"train_loss": lossf, "lr": lr, "ms_per_iter": dt * 1000, "tokens_per_s": tokens_per_iter / dt,
-             "mfu": running_mfu, "syncs_measured": measured_syncs,
+             "mfu": running_mfu, **measured,
              "grad_norm": grad_norm if math.isfinite(grad_norm) else None, "skipped_steps": skipped_steps,
              **(LossyLink.record(stats) if stats else {})})
     iter_num += 1
@@ -373,8 +375,6 @@ if link.lossy and not eval_only:  # the run's packet statistics, per direction a
         ckpt.write_json(os.path.join(out_dir, "link_stats.json"), {"link": link.describe(), "iters": iter_num,
                         "stationary_loss": link.model.stationary_loss, "mean_burst": link.model.mean_burst, **stats})
 if distributed:  # leave together: a rank that exits while rank 0 still writes files can abort gloo
-    dist.barrier()
-    # and free DDP's reducer before the groups: gloo work that still holds Python tensors, freed
-    # during interpreter shutdown, can abort the process (SIGABRT; see pytorch/pytorch#179291)
+    dist.barrier()  # and free DDP's reducer before the groups (gloo can SIGABRT at exit: pytorch/pytorch#179291)
     del model
     dist.destroy_process_group()

@@ -103,7 +103,7 @@ def test_the_sync_count_check_catches_an_extra_sync(char_data, tmp_path):
     result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2",
                        "--block_types=tp", env={"TP_SYNC_FAULT": "extra_sync:0"})
     assert result.returncode != 0
-    assert "sync count mismatch: the model claims 8 per pass, measured 9.0 forward" in result.stderr
+    assert "sync count mismatch: the model claims 8 per pass (8 exposed), measured 9.0 forward" in result.stderr
 
 
 def test_counting_inside_the_graph_never_recompiles():
