@@ -13,7 +13,8 @@ from conftest import TINY
 from links import link_from
 from model import GPT, GPTConfig
 
-PATTERNS = {"tp": 12, "tp,spd": 9, "spd": 6, "spd,parallel": 4, "parallel*5,spd": 1, "parallel": 1}  # n_layer=6
+PATTERNS = {"tp": 12, "tp,spd": 9, "spd": 6, "spd,parallel": 4, "parallel*5,spd": 1, "parallel": 1,  # n_layer=6
+            "ladder": 12, "parallel,ladder": 9}
 LINKS = {"lossless": {}, "zero": {"loss_model": "gilbert_elliott", "ge_preset": "zero"},
          "bernoulli": {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64}}
 
@@ -38,10 +39,11 @@ def step(model, forward):
     loss.backward()
     counter = model.comm.counter
     return loss.detach(), {n: p.grad for n, p in model.named_parameters()}, \
-        (counter.forward, counter.backward, dict(counter.points))
+        (counter.forward, counter.backward, dict(counter.points), counter.hidden, counter.sync_bytes)
 
 
-def test_a_lossless_model_is_one_graph_forward_and_backward():
+@pytest.mark.parametrize("pattern", ["tp", "ladder"])
+def test_a_lossless_model_is_one_graph_forward_and_backward(pattern):
     graphs = {"forward": 0, "backward": 0}
 
     def compiler(kind):
@@ -49,13 +51,14 @@ def test_a_lossless_model_is_one_graph_forward_and_backward():
             graphs[kind] += 1
             return gm
         return compile_graph
-    model = build("tp", "lossless")
+    model = build(pattern, "lossless")
     backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
     _, _, counts = step(model, torch.compile(model, backend=backend))
     assert graphs == {"forward": 1, "backward": 1}
     assert counts[:2] == (model.sync_points, model.sync_points) == (12, 12)  # counted inside the graph
+    assert counts[0] - counts[3] == model.exposed_syncs == (1 if pattern == "ladder" else 12)  # exposed, too
     idx = torch.randint(37, (3, 16))
-    assert torch._dynamo.explain(build("tp", "lossless"))(idx, idx).graph_break_count == 0
+    assert torch._dynamo.explain(build(pattern, "lossless"))(idx, idx).graph_break_count == 0
 
 
 def test_a_lossy_sync_is_a_graph_break():
@@ -63,7 +66,7 @@ def test_a_lossy_sync_is_a_graph_break():
     assert torch._dynamo.explain(build("tp", "bernoulli"))(idx, idx).graph_break_count > 0
 
 
-FAST = {("tp", "bernoulli"), ("spd,parallel", "lossless")}  # the fast tier's share of the grid
+FAST = {("tp", "bernoulli"), ("spd,parallel", "lossless"), ("parallel,ladder", "bernoulli")}  # the fast tier's share
 
 
 @pytest.mark.parametrize("pattern, link", [

@@ -153,7 +153,8 @@ def test_pipeline_errors(char_data, tmp_path):
     for extra, needle in ((["--n_layer=1"], "more stages than n_layer=1"),
                           (["--pp_split=8,4", "--n_layer=12"], "pp_split='8,4' must name 1 increasing"),
                           (["--pp_schedule=1f1b"], "needs at least pp_size=2 micro-batches"),
-                          (["--block_schedule=0:tp;1:spd"], "does not support block_schedule")):
+                          (["--block_schedule=0:tp;1:spd"], "does not support block_schedule"),
+                          (["--block_types=ladder"], "does not support block_types='ladder'")):
         two = torchrun(2, *base, "--pp_size=2", *extra)
         errors = [line for line in two.stderr.splitlines() if line.startswith("error:")]
         assert two.returncode != 0 and len(errors) == 1 and needle in errors[0], (extra, two.stderr[-1500:])

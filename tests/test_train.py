@@ -39,8 +39,13 @@ def test_short_run_trains_and_logs(char_data, tmp_path):
     assert os.path.exists(os.path.join(out, "ckpt.pt"))
 
 
-def test_resume_continues_the_same_run(char_data, tmp_path):
-    common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", "--max_iters=20"]
+# the default pattern, and (slow) the hide-and-shrink schemes over a lossy link (DESIGN section 8)
+@pytest.mark.parametrize("extra", [[], pytest.param(["--block_types=ladder,parallel", "--sync_fraction=0.5",
+                                                     "--sync_dtype=int8", "--loss_model=bernoulli",
+                                                     "--loss_rate=0.05", "--packet_bytes=64"], marks=pytest.mark.slow)],
+                         ids=["spd", "ladder-partial-int8-bernoulli"])
+def test_resume_continues_the_same_run(char_data, tmp_path, extra):
+    common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", *extra, "--max_iters=20"]
     straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
     assert run_train(*common, f"--out_dir={straight}").returncode == 0
     first = run_train(*common[:-1], "--max_iters=10", "--lr_decay_iters=20", f"--out_dir={broken}")
