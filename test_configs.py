@@ -28,7 +28,10 @@ GPT2_PARAMS = {"medium": 355e6, "large": 774e6}  # GPT-2's published sizes; smal
 
 
 def expected_syncs(path):
-    """The count a config's file name promises: train_gpt2_12comm.py -> 12, no suffix -> 0 (dense)."""
+    """The count a config's file name promises: train_gpt2_12comm.py -> 12, _ladder -> 24 (ladder x12: tp's
+    syncs, one exposed), no suffix -> 0 (dense)."""
+    if path.endswith("_ladder.py"):
+        return 24
     match = re.search(r"_(\d+)comm(_[a-z0-9]+)?\.py$", path)
     return int(match.group(1)) if match else 0
 
@@ -50,6 +53,7 @@ def check_config(path):
         size = next((k for k in GPT2_PARAMS if f"gpt2_{k}" in os.path.basename(path)), None)
         expected = GPT2_PARAMS.get(size, 124e6)
         assert abs(n_params - expected) / expected < 0.01, f"{path}: {n_params / 1e6:.2f}M parameters"
+    assert model.exposed_syncs == (1 if path.endswith("_ladder.py") else model.sync_points), path
     assert model.sync_points == expected_syncs(path), \
         f"{path}: the name says {expected_syncs(path)} syncs, the model counts {model.sync_points}"
     idx = torch.randint(vocab_size, (1, 8), device=device)

@@ -1,0 +1,10 @@
+# GPT-2 124M on OpenWebText, TP=2: tp x12 = 24 sync points per pass, each sending its partials in int8
+# (sync_dtype; int8 with a per-token absmax scale): a rank's own contribution stays exact, the mirror
+# exchange of the backward pass is sent alike (DESIGN section 8).
+
+include("train_gpt2.py")
+tp_size = 2
+block_types = "tp"
+sync_dtype = "int8"
+out_dir = "out-gpt2-24comm-int8"
+wandb_run_name = "gpt2-124M-24comm-int8"
