@@ -27,11 +27,14 @@ def throughput(checkout, extra):
                          capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"error: bench/throughput.py failed in {checkout}: {out.stderr.strip().splitlines()[-1:]}")
-    rates = {}
+    rates, columns = {}, None
     for line in out.stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 4 and cells[4].replace(",", "").isdigit():
-            rates[cells[0], cells[3]] = float(cells[4].replace(",", ""))  # (config, compiled) -> tokens/s
+        if "tokens/s (median)" in cells:  # the header: where the columns are (they differ between commits)
+            columns = cells.index("config"), cells.index("compiled"), cells.index("tokens/s (median)")
+        elif columns and len(cells) > columns[2] and cells[columns[2]].replace(",", "").isdigit():
+            name, compiled, tokens = (cells[i] for i in columns)
+            rates[name, compiled] = float(tokens.replace(",", ""))  # (config, compiled) -> tokens/s
     return rates
 
 

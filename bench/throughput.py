@@ -39,6 +39,7 @@ SCALES = {  # config file prefixes; 'dense' is the tp_size=1 file
     "gpt2": "config/train_gpt2",
 }
 SYNC_COUNTS = (24, 18, 16, 12, 8, 7, 6, 5, 2, 1)
+SCHEMES = ("ladder", "24comm_half", "24comm_bf16", "24comm_int8")  # hide and shrink (DESIGN section 8), on request
 
 
 class PartialsSimComm(SimComm):
@@ -50,7 +51,8 @@ def build_entry(path, args, compiled, partials=False):
     config, _ = configurator.configure(configurator.train_defaults(), [path] + [f"--{kv}" for kv in args.set])
     if args.batch_size:
         config["batch_size"] = args.batch_size
-    comm = PartialsSimComm(config["tp_size"]) if partials else None
+    sync = dict(sync_fraction=config["sync_fraction"], sync_dtype=config["sync_dtype"])
+    comm = (PartialsSimComm if partials else SimComm)(config["tp_size"], **sync)
     model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), comm, device=args.device)
     if compiled:
         # every model here is compiled from the same GPT.forward code, and dynamo's recompile limit
@@ -84,7 +86,10 @@ def main():
     parser.add_argument("--partials", action="store_true",
                         help="also time every TP config without the fused sum (per-rank partials, then the sync)")
     parser.add_argument("--configs", nargs="*", default=[], metavar="NAME",
-                        help="only these configs (and dense), e.g. --configs 24comm 12comm")
+                        help="only these configs (and dense), e.g. --configs 24comm 12comm; the schemes "
+                             f"{', '.join(SCHEMES)} run only when named")
+    parser.add_argument("--base", default="dense", metavar="NAME",
+                        help="the config every ratio is to (paired per round), e.g. --base 24comm")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides for every config, e.g. --set n_embd=256 n_head=8")
     args = parser.parse_args()
@@ -96,13 +101,13 @@ def main():
         torch.set_num_threads(args.threads)
 
     prefix = SCALES[args.scale]
-    configs = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
-    if args.configs:
-        unknown = sorted(set(args.configs) - set(configs))
-        if unknown:
-            parser.error(f"--configs: unknown {', '.join(unknown)}; allowed: {', '.join(configs)}")
-        configs = ["dense"] + [c for c in configs[1:] if c in args.configs]  # dense: every ratio's base
-    paths = {"dense": prefix + ".py", **{f"{n}comm": f"{prefix}_{n}comm.py" for n in SYNC_COUNTS}}
+    counts = ["dense"] + [f"{n}comm" for n in SYNC_COUNTS]
+    known = counts + [s for s in SCHEMES if os.path.exists(f"{prefix}_{s}.py")]
+    unknown = sorted(set(args.configs + [args.base]) - set(known))
+    if unknown:
+        parser.error(f"--configs/--base: unknown {', '.join(unknown)}; allowed: {', '.join(known)}")
+    configs = ["dense"] + [c for c in known[1:] if c in args.configs or c == args.base] if args.configs else counts
+    paths = {"dense": prefix + ".py", **{name: f"{prefix}_{name}.py" for name in known[1:]}}
     variants = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     names = [(config, compiled) for config in configs for compiled in variants]
     entries = {name: build_entry(paths[name[0]], args, name[1]) for name in names}
@@ -124,18 +129,19 @@ def main():
     device_type = args.device.split(":")[0]
     peak = peak_flops_per_device(device_type, args.dtype)
     dense = entries["dense", variants[0]]["model"]
+    base = args.base
     print(f"# throughput, scale={args.scale}, device={args.device} ({torch.get_num_threads()} threads), "
           f"dtype={args.dtype}, compile={args.compile}, batch {tuple(entries['dense', variants[0]]['x'].shape)}, "
           f"n_embd {dense.config.n_embd}, "
           f"{dense.get_num_params() / 1e6:.2f}M params, {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
     both = args.compile == "both"
-    print("| config | blocks | syncs | compiled | tokens/s (median) | ms/step | ratio to dense (median) |"
-          " ratio: mean [95% CI] | MFU |" + (" compiled / eager (median) |" if both else ""))
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |" + (" ---: |" if both else ""))
+    print(f"| config | blocks | syncs | exposed | sync_fraction, sync_dtype | compiled | tokens/s (median) | ms/step | "
+          f"ratio to {base} (median) | ratio: mean [95% CI] | MFU |" + (" compiled / eager (median) |" if both else ""))
+    print("| --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: |" + (" ---: |" if both else ""))
     for config, compiled in names:
         model, rates = entries[config, compiled]["model"], rate[config, compiled]
         median = statistics.median(rates)
-        ratios = [r / d for r, d in zip(rates, rate["dense", compiled])]
+        ratios = [r / d for r, d in zip(rates, rate[base, compiled])]
         ratio, stats = statistics.median(ratios), paired_stats(ratios)
         interval = "" if stats["ci_low"] is None else f"{stats['mean']:.3f} [{stats['ci_low']:.3f}, {stats['ci_high']:.3f}]"
         ms = 1000 * entries[config, compiled]["x"].numel() / median
@@ -146,7 +152,9 @@ def main():
             gain = f" {statistics.median(c / e for c, e in zip(rates, rate[config, False])):.3f} |"
         elif both:
             gain = " |"
-        print(f"| {config} | {blocks} | {model.sync_points} | {'yes' if compiled else 'no'} | "
+        comm = model.comm
+        shrink = f"{comm.sync_fraction:g}, {comm.sync_dtype or '-'}".replace("torch.", "")
+        print(f"| {config} | {blocks} | {model.sync_points} | {model.exposed_syncs} | {shrink} | {'yes' if compiled else 'no'} | "
               f"{median:,.0f} | {ms:.1f} | {ratio:.3f} | {interval} | {mfu} |{gain}")
 
 
