@@ -16,6 +16,9 @@ the collectives cost, and what that projects to for GPT-2 124M with TP=2 across 
 3. A projection for GPT-2 124M, TP=2 across two nodes at 25, 100 and 400 Gb/s: compute
    time from FLOPs at an assumed MFU on a stated GPU (no GPU measurement here), comm time
    from the alpha-beta model with the link's bandwidth; speedup of each config over 24comm.
+   Ladder (DESIGN section 8) is measured beside 24comm: how much of the forward all-reduce time the
+   next sublayer hides on this machine (paired per round), and every scheme (drop, hide, shrink) is
+   projected from its bytes and exposed syncs, with what is assumed labelled.
 4. The price of reliability (transport='reliable', README "When packets are lost"): a message of
    n packets is resent in rounds until every packet arrived; for Bernoulli q, P(rounds <= k) =
    (1 - q^k)^n, for Gilbert-Elliott the chain's exact distribution (rounds_cdf), and a sync waits
@@ -44,7 +47,7 @@ from comms import DistComm  # noqa: E402
 from links import BernoulliLoss, GilbertElliottLoss  # noqa: E402
 from model import count_sync_points, parse_block_types  # noqa: E402
 
-PATTERNS = {"dense": None, **TP_PATTERNS}  # dense: tp_size=1, each process the whole model
+PATTERNS = {"dense": None, **TP_PATTERNS, "ladder": "ladder"}  # dense: tp_size=1, each process the whole model
 
 
 def build_entry(pattern, args, group, rank):
@@ -130,7 +133,8 @@ def main():
             dist.barrier()
             step, comm_s, counter = timed_steps(*entries[name], batches[b], args.steps)
             measured[name, b].append((step, comm_s, counter.forward // args.steps,
-                                      counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps))
+                                      counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps,
+                                      (counter.forward - counter.hidden) // args.steps))
     sweep = allreduce_sweep(group, repeats=15)
     if rank != 0:
         dist.destroy_process_group()
@@ -139,13 +143,13 @@ def main():
     table = {}
     for (name, b), rows in measured.items():
         step, comm_s = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
-        syncs, sync_bytes, repl_bytes = rows[0][2:]
+        syncs, sync_bytes, repl_bytes, exposed = rows[0][2:]
         # per step: every forward sync and backward exchange is one all-reduce of one message,
         # plus one all-reduce of the replicated gradients
-        table[name, b] = dict(config=name, batch=b, syncs=syncs, step_ms=step * 1e3, comm_ms=comm_s * 1e3,
+        table[name, b] = dict(config=name, batch=b, syncs=syncs, exposed=exposed, step_ms=step * 1e3, comm_ms=comm_s * 1e3,
                               compute_ms=(step - comm_s) * 1e3, sync_bytes=sync_bytes, replicated_bytes=repl_bytes,
                               reduces=2 * syncs + (1 if repl_bytes else 0))
-    points = [k for k in table if table[k]["reduces"]]
+    points = [k for k in table if table[k]["reduces"] and k[0] != "ladder"]  # ladder's async sends: not timed alike
     counts = [table[k]["reduces"] for k in points]
     sizes = [table[k]["sync_bytes"] + table[k]["replicated_bytes"] for k in points]
     comm = [table[k]["comm_ms"] / 1e3 for k in points]
@@ -164,7 +168,7 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in table.values():
         fit = (f"{row['predicted_comm_ms']:.1f} | {row['predicted_comm_ms'] / row['comm_ms']:.2f} | "
-               f"{row['loo_predicted_comm_ms'] / row['comm_ms']:.2f}") if row["reduces"] else "- | - | -"
+               f"{row['loo_predicted_comm_ms'] / row['comm_ms']:.2f}") if "predicted_comm_ms" in row else "- | - | -"
         print(f"| {row['config']} | {row['batch']} | {row['syncs']} | {row['step_ms']:.1f} | {row['compute_ms']:.1f} | "
               f"{row['comm_ms']:.1f} | {row['comm_ms'] / row['step_ms']:.0%} | {row['sync_bytes'] / 1e6:.1f} | "
               f"{row['replicated_bytes'] / 1e6:.2f} | {fit} |")
@@ -172,6 +176,8 @@ def main():
           f"Fitted to isolated all-reduces ({sweep[0][0] // 1024} KB to {sweep[-1][0] // 2 ** 20} MB): "
           f"alpha = {sweep_alpha * 1e6:.0f} us, beta = {sweep_beta / 1e9:.2f} GB/s (the difference is time spent "
           f"waiting for the other rank and competing for the 2 cores inside a training step)")
+
+    hidden = ladder_overlap(measured, table, args)
 
     # projection: GPT-2 124M, one TP=2 pair across two nodes, micro-batch 12 x 1024 in bf16
     compute, _, replicated = gpt2_projection(0, 25, args.mfu, args.gpu_peak, args.net_latency)
@@ -193,14 +199,17 @@ def main():
             cells.append(f"{ms:.1f} | {base / ms:.2f}x")
         print(f"| {name} | {syncs} | " + " | ".join(cells) + " |")
 
+    schemes = scheme_projection(args)
     message = args.batch_sizes[-1] * args.block_size * args.n_embd * 4  # one rank's fp32 partial sums, measured steps
     reliability = reliability_tables(alpha, beta, message, args)
     with open(args.out + ".json", "w") as f:
         json.dump({"args": vars(args), "measured": list(table.values()), "allreduce_sweep": sweep, "alpha_s": alpha,
                    "beta_bytes_per_s": beta, "sweep_alpha_s": sweep_alpha, "sweep_beta_bytes_per_s": sweep_beta,
                    "projection_ms_per_micro_step": projection,
-                   "projected_compute_ms": compute, "reliability": reliability}, f, indent=2)
-    plot({k[0]: v for k, v in table.items() if k[1] == args.batch_sizes[-1]}, projection, args.out + ".png")
+                   "projected_compute_ms": compute, "reliability": reliability, "ladder_overlap": hidden,
+                   "schemes_ms_per_micro_step": schemes}, f, indent=2)
+    plot({k[0]: v for k, v in table.items() if k[1] == args.batch_sizes[-1] and k[0] != "ladder"}, projection,
+         args.out + ".png")
     dist.destroy_process_group()
 
 
@@ -221,6 +230,71 @@ def gpt2_projection(syncs, gbps, mfu=0.4, gpu_peak=989e12, net_latency=1e-5):
     bandwidth = gbps * 1e9 / 8
     comm = 2 * syncs * (net_latency + message / bandwidth) + (net_latency + replicated / bandwidth) / MICRO_STEPS
     return compute * 1e3, comm * 1e3, replicated
+
+
+def ladder_overlap(measured, table, args):
+    """MEASURED: how much of the forward all-reduce time the next sublayer hides in `ladder` (its syncs
+    sent with async_op, waited for at landing) against 24comm (the same syncs, each waited for at once),
+    per batch size: the paired per-round step-time difference, over 24comm's forward share of its
+    all-reduce time (syncs of 2 * syncs + 1 all-reduces per step). The backward mirror exchanges are
+    synchronous in both (an autograd backward returns its gradient), so only the forward can hide."""
+    from bench.stats import paired_stats
+    out = {}
+    print("\n# measured: ladder vs 24comm, the same 24 syncs per pass; ladder's forward all-reduces run behind the next "
+          "sublayer (gloo, 2 processes on this machine's cores, which compute and communication share)")
+    print("| batch | 24comm ms/step | ladder ms/step | saved ms: mean [95% CI] | 24comm forward all-reduce ms | share hidden |")
+    print("| ---: | ---: | ---: | --- | ---: | ---: |")
+    for b in args.batch_sizes:
+        saved = [tp[0] - lad[0] for tp, lad in zip(measured["24comm", b], measured["ladder", b])]
+        stats = paired_stats([1e3 * x for x in saved])
+        row = table["24comm", b]
+        forward_comm = row["comm_ms"] * row["syncs"] / row["reduces"]
+        out[b] = dict(saved_ms=stats["mean"], ci=(stats["ci_low"], stats["ci_high"]), forward_comm_ms=forward_comm,
+                      share=stats["mean"] / forward_comm)
+        print(f"| {b} | {row['step_ms']:.1f} | {table['ladder', b]['step_ms']:.1f} | {stats['mean']:+.1f} "
+              f"[{stats['ci_low']:+.1f}, {stats['ci_high']:+.1f}] | {forward_comm:.1f} | {stats['mean'] / forward_comm:.0%} |")
+    return out
+
+
+def scheme_projection(args):
+    """PROJECTED, GPT-2 124M, TP=2 across two nodes (part 3's micro-step and assumptions): each scheme from
+    its bytes and exposed syncs. An all-reduce of m bytes costs latency + m / bandwidth (ASSUMED latency,
+    the link's bandwidth). Dropping: fewer all-reduces; shrinking: smaller messages (int8: half of bf16's,
+    plus a float32 scale per token); ladder: its one exposed forward sync in full, each hidden one only
+    where it outlasts a sublayer's forward compute (ASSUMED: a third of the micro-step's compute is the
+    forward, split evenly over the 24 sublayers), its 24 backward exchanges exposed as built here (and,
+    in the last column, hidden alike, as the paper's implementation overlaps them too)."""
+    compute, _, replicated = gpt2_projection(0, 25, args.mfu, args.gpu_peak, args.net_latency)
+    tokens, d, lat = 12 * 1024, 768, args.net_latency
+    message = tokens * d * 2  # bf16
+    sublayer = compute / 3 / 24 / 1e3  # seconds of forward compute per sublayer
+    schemes = {"24comm": (24, message), "12comm": (12, message), "2comm": (2, message),
+               "24comm, sync_fraction=0.5": (24, message / 2), "24comm, sync_dtype=int8": (24, message / 2 + 4 * tokens)}
+    print(f"\n# projected: each scheme's micro-step from its bytes and exposed syncs (GPT-2 124M, TP=2 across two "
+          f"nodes; compute {compute:.1f} ms at an ASSUMED {args.mfu:.0%} MFU, latency {lat * 1e6:.0f} us ASSUMED, "
+          f"a sublayer's forward compute {sublayer * 1e3:.2f} ms ASSUMED)")
+    print("| scheme | syncs | exposed | MB per sync | " + " | ".join(f"{bw} Gb/s ms | vs 24comm" for bw in (25, 100, 400))
+          + " | ladder, backward hidden too: " + " / ".join(f"{bw}" for bw in (25, 100, 400)) + " Gb/s ms |")
+    print("| --- | ---: | ---: | ---: | " + " | ".join("---: | ---:" for _ in range(3)) + " | ---: |")
+    out = {}
+    for name in [*schemes, "ladder"]:
+        syncs, size = schemes.get(name, (24, message))
+        cells, out[name], both = [], {}, []
+        for bw in (25, 100, 400):
+            ar = lat + size / (bw * 1e9 / 8)
+            shared = (lat + replicated / (bw * 1e9 / 8)) / MICRO_STEPS
+            if name == "ladder":
+                hidden = 23 * max(0.0, ar - sublayer)
+                comm, comm_both = ar + hidden + 24 * ar, 2 * (ar + hidden)
+                both.append(f"{compute + (comm_both + shared) * 1e3:.1f}")
+            else:
+                comm = 2 * syncs * ar
+            out[name][bw] = compute + (comm + shared) * 1e3
+            base = compute + (48 * (lat + message / (bw * 1e9 / 8)) + shared) * 1e3
+            cells.append(f"{out[name][bw]:.1f} | {base / out[name][bw]:.2f}x")
+        exposed = 1 if name == "ladder" else syncs
+        print(f"| {name} | {syncs} | {exposed} | {size / 1e6:.2f} | " + " | ".join(cells) + f" | {' / '.join(both) or '-'} |")
+    return out
 
 
 # --- part 4: the price of reliability ---------------------------------------------------------
