@@ -139,8 +139,9 @@ class TPComm:
             backward = int(torch.is_grad_enabled() and d.requires_grad)
             self.counter.add(point, self.message_bytes(sent), 1, backward, device=d.device)
             message = self._sum_traced(sent)
-        else:
-            message = self._eager_send(sent, point, later)  # a lossy sync is a graph break: the link runs eagerly
+        else:  # a lossy sync is a graph break: the link runs eagerly. A partial sync's message is read at once
+            # (joined to the private channels below), so its all-reduce cannot be left in flight
+            message = self._eager_send(sent, point, later and sent is d)
         if sent is d:
             return message
         private = d[..., shared:]  # each rank keeps its own

@@ -102,10 +102,10 @@ def test_rotation_signs_are_seeded_and_per_sender():
     assert not torch.equal(one.rotate.signs(1, FWD, 512, "cpu"), one.rotate.signs(1, BWD, 512, "cpu"))
 
 
-def forward_backward(link, seed=0):
+def forward_backward(link, seed=0, block_types="tp,spd,parallel", **sync):
     torch.manual_seed(seed)
     model = GPT(GPTConfig(block_size=16, vocab_size=37, n_layer=3, n_head=4, n_embd=32, tp_size=2,
-                          block_types="tp,spd,parallel"), SimComm(2, link))
+                          block_types=block_types), SimComm(2, link, **sync))
     idx = torch.randint(37, (2, 16), generator=torch.Generator().manual_seed(1))
     logits, loss = model(idx, idx)
     loss.backward()
@@ -126,6 +126,19 @@ def test_reliable_is_lossless_in_process_and_counts_rounds(loss):
         assert row["messages"] == 4 * 2  # 4 sync points (tp: 2, spd: 1, the exit after parallel: 1) x 2 links
         assert row["packets_sent"] == row["messages"] * 64 + row["retransmissions"]  # 2x16x32 fp32, 64-byte packets
         assert sum(row["rounds_histogram"]) == row["messages"] and row["resend_rounds"] >= row["messages_resent"]
+
+
+def test_the_options_apply_to_every_sync_scheme():
+    """Hide and shrink (DESIGN section 8): reliable is lossless bit for bit for ladder, partial and int8
+    syncs too; rescale and rotation change what a lossy ladder / partial / int8 sync delivers."""
+    scheme = dict(block_types="ladder,parallel,ladder", sync_fraction=0.5, sync_dtype="int8")
+    loss = dict(loss_model="bernoulli", loss_rate=0.2, packet_bytes=16, seed=2)
+    clean = forward_backward(LosslessLink(), **scheme)
+    reliable = forward_backward(link_from({**loss, "transport": "reliable"}), **scheme)
+    assert all(torch.equal(a, b) for a, b in zip(clean[:2] + tuple(clean[2]), reliable[:2] + tuple(reliable[2])))
+    outs = [forward_backward(link_from({**loss, **handling}), **scheme)[1] for handling in
+            ({}, {"lost_fill": "rescale"}, {"sync_rotation": "hadamard"})]
+    assert len({round(float(x), 6) for x in [clean[1], *outs]}) == 4  # zero fill, rescale, rotation: each its own
 
 
 def test_reliable_equals_lossless_through_train(char_data, tmp_path):
@@ -201,12 +214,18 @@ def test_lost_packet_options_through_train_errors(char_data, tmp_path):
                           "transport='reliable' resends every lost packet")
 
 
+SCHEME = ["--block_types=ladder,parallel", "--sync_fraction=0.5", "--sync_dtype=int8"]  # hide and shrink
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("handling", [dict(lost_fill="rescale"), dict(sync_rotation="hadamard"),
-                                      dict(transport="reliable")])
-def test_dist_equals_sim(char_data, tmp_path, handling):
-    """The same masks, signs and resends in `sim` and in `dist`, forward and backward, Bernoulli."""
-    args = [*SMALL, f"--data_dir={char_data}", "--block_types=tp,spd,parallel", "--tp_size=2",
+@pytest.mark.parametrize("handling, scheme", [(dict(lost_fill="rescale"), []), (dict(sync_rotation="hadamard"), []),
+                                              (dict(transport="reliable"), []),
+                                              (dict(lost_fill="rescale", sync_rotation="hadamard"), SCHEME),
+                                              (dict(transport="reliable"), SCHEME)])
+def test_dist_equals_sim(char_data, tmp_path, handling, scheme):
+    """The same masks, signs and resends in `sim` and in `dist`, forward and backward, Bernoulli; also
+    for a ladder pattern with partial int8 syncs."""
+    args = [*SMALL, f"--data_dir={char_data}", "--block_types=tp,spd,parallel", "--tp_size=2", *scheme,
             *link_args(dict(loss_model="bernoulli", loss_rate=0.05, packet_bytes=64, **handling))]
     sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
     sim = run_train(*args, f"--out_dir={sim_dir}")
