@@ -36,15 +36,15 @@ class Grid:
     tied_group: object = None  # its first and last stage, which hold the tied embedding / LM head
 
 
-def process_grid(tp_procs, timeout=None, pp_size=1, tp_setting=""):
+def process_grid(tp_procs, timeout=None, pp_size=1, tp_rule=None):
     """The Grid of this process: TP groups of consecutive ranks, then pipeline stages, then data
     parallel across them. Every rank creates every group, as torch.distributed requires, each with
     `timeout` (a timedelta) for its collectives. ValueError for a world the grid does not fit
-    (tp_setting names the TP keys in the message)."""
+    (tp_rule: what the message says of the TP group, naming the config keys)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if world % tp_procs:
-        raise ValueError(f"{world} processes are not divisible by the {tp_procs} processes of a TP group "
-                         f"({tp_setting}): the grid needs whole TP groups")
+        raise ValueError(f"{world} processes are not divisible by "
+                         f"{tp_rule or f'the {tp_procs} processes of a TP group: the grid needs whole TP groups'}")
     if world % (tp_procs * pp_size):
         raise ValueError(f"{world} processes are not divisible by pp_size={pp_size} x {tp_procs} TP process"
                          f"{'es' if tp_procs > 1 else ''}: the grid is dp x pp x tp")

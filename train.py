@@ -152,7 +152,7 @@ if distributed:
     timeout = datetime.timedelta(seconds=dist_timeout_s)
     dist.init_process_group(backend=backend, timeout=timeout)
     try:
-        grid = process_grid(tp_procs, timeout, pp_size, f"tp_mode={tp_mode!r}, tp_size={tp_size}")
+        grid = process_grid(tp_procs, timeout, pp_size, f"tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
     except ValueError as e:
         fail(e)
     faults.report_failed_collectives(grid.rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
