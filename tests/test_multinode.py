@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from bench.harness import LINKS, ROOT, link_args, records, torchrun
 from conftest import SMALL
 
@@ -50,6 +52,8 @@ def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
         assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
 
 
+# the fast tier keeps TP across two agents; pipeline stages across them: the slow tier
+@pytest.mark.slow
 def test_pipeline_stages_across_two_agents_equal_one_agent(char_data, tmp_path):
     """The README's pipeline launch across nodes: one stage per "node" (pp=2, `sim` TP inside each)."""
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=spd,parallel", "--tp_size=2", "--pp_size=2",
