@@ -2,9 +2,10 @@
 Every tensor-parallel (TP) collective of the model, and the execution mode that performs it.
 
 The model never talks to a process group or to the network itself: it calls
-`comm.sync(b, d, point)` at each sync point, and that is where a sync is counted, where
-the link (links.py) drops packets, and where the modes differ. Each collective is a
-small autograd.Function (the picotron style) and is the identity when tp_size == 1.
+`comm.sync(b, d, point)` at each sync point (a ladder block: `comm.send(d, point, later=True)`,
+then `comm.land` a sublayer later), and that is where a sync is counted, where the link
+(links.py) drops packets, and where the modes differ. Each collective is a small
+autograd.Function (the picotron style) and is the identity when tp_size == 1.
 
 The mode is an object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in
 both classes:

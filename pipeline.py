@@ -101,7 +101,7 @@ class StageModule(nn.Module):
         b, d = model.run_blocks(b, d, model.transformer.h[self.first:self.end])
         if self.is_last:
             return model.logits(b, d)  # (Rb, B, L, vocab)
-        # sent as whole tensors: a lossy backward link leaves b as a broadcast view (comms._SimSync)
+        # sent as whole tensors: a lossy backward link leaves b as a broadcast view (comms.SimComm.cross)
         return (b.contiguous(),) if d is None else (b.contiguous(), d.contiguous())
 
 
