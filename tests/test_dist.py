@@ -49,9 +49,10 @@ def test_dist_equals_sim_tp2(char_data, tmp_path, pattern, link):
 # at once: it once raced its own all-reduce, a difference of 4e-3 here), partial and quantized syncs.
 # float8_e4m3fn keeps 3 mantissa bits: a last-bit difference in a partial (sim's batched GEMM, dist's
 # per-rank one) that flips one rounding moves that value by up to 1/16 of itself (observed 1.4e-4 in
-# the loss after 5 steps), so its tolerance is wider; int8 and bfloat16 stay within the usual one.
+# the loss after 5 steps); int8's rounding step is 1/127 of a token's largest value (observed 2.4e-4
+# in tests/test_lost_packets.py), so both have a wider tolerance; bfloat16 stays within the usual one.
 SCHEMES = [("ladder", [], "lossless", 5e-5), ("ladder,parallel", ["--sync_fraction=0.5"], "lossless", 5e-5),
-           ("ladder,parallel", ["--sync_fraction=0.5", "--sync_dtype=int8"], "bernoulli", 5e-5),
+           ("ladder,parallel", ["--sync_fraction=0.5", "--sync_dtype=int8"], "bernoulli", 1e-3),
            ("ladder", ["--sync_dtype=bfloat16"], "gilbert_elliott", 5e-5), ("spd", ["--sync_fraction=0.25"], "lossless", 5e-5),
            ("tp", ["--sync_dtype=float8_e4m3fn"], "bernoulli", 1e-3)]
 

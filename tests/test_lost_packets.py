@@ -232,7 +232,10 @@ def test_dist_equals_sim(char_data, tmp_path, handling, scheme):
     assert sim.returncode == 0, sim.stderr[-2000:]
     dst = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
     assert dst.returncode == 0, dst.stderr[-2000:]
-    assert_same_run(sim_dir, dist_dir)
+    # int8 syncs: a last-bit difference between sim's and dist's partials that flips one rounding moves
+    # that value by 1/127 of its token's largest (observed 2.4e-4 in the loss after 5 steps with the
+    # reliable link, whose numbers are the lossless run's bit for bit in each mode), hence the wider tolerance
+    assert_same_run(sim_dir, dist_dir, 1e-3 if scheme else 5e-5)
     for a, b in zip(records(sim_dir), records(dist_dir)):
         assert a.get("retransmissions") == b.get("retransmissions") and a.get("resend_rounds") == b.get("resend_rounds")
     if "transport" in handling:
