@@ -57,6 +57,11 @@ class SyncCounter:
             counts[:len(self.traced)] += self.traced.cpu().numpy()
         return counts
 
+    def totals(self):
+        """[forward, backward, hidden, sync_bytes] from one read (one host sync after a compiled pass)."""
+        counts = self._read()
+        return [int(counts[0]), int(counts[1]), int(counts[3]), int(counts[2])]
+
     @property
     def forward(self):
         return int(self._read()[0])

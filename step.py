@@ -101,8 +101,7 @@ class Step:
         self.reduce_grads(params)
         self.scaler.unscale_(optimizer)
         norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
-        forward, backward, hidden, nbytes = self.counted([counter.forward, counter.backward, counter.hidden,
-                                                          counter.sync_bytes])
+        forward, backward, hidden, nbytes = self.counted(counter.totals())
         syncs, exposed = forward / self.micro_batches, (forward - hidden) / self.micro_batches
         if check_syncs and (syncs, exposed, backward) != (self.model.sync_points, self.model.exposed_syncs, forward):
             raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass "
