@@ -18,6 +18,7 @@ from collections import defaultdict
 import numpy as np
 
 from bench.stats import paired_stats
+from bench.summary import SummaryError, parse_seeds
 
 
 def slopes(rows, log2=False, min_syncs=1, max_syncs=None):
@@ -36,15 +37,6 @@ def slopes(rows, log2=False, min_syncs=1, max_syncs=None):
     return {seed: float(np.polyfit(*zip(*p), 1)[0]) for seed, p in sorted(points.items()) if len(p) >= 3}
 
 
-def seed_range(text):
-    """'1-8' or '9,10,12' -> a set of ints."""
-    out = set()
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        out |= set(range(int(low), int(high or low) + 1))
-    return out
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("summary", help="a study's experiment_summary.csv (python -m bench.summarize)")
@@ -55,8 +47,8 @@ def main():
     try:
         with open(args.summary) as f:
             rows = list(csv.DictReader(f))
-        keep = seed_range(args.seeds) if args.seeds else None
-    except (OSError, ValueError) as e:
+        keep = parse_seeds(args.seeds) if args.seeds else None
+    except (OSError, SummaryError) as e:
         sys.exit(f"error: {e}")
     if keep is not None:
         rows = [r for r in rows if r.get("seed", "").isdigit() and int(r["seed"]) in keep]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bench.trend import seed_range, slopes
+from bench.trend import slopes
 
 
 def row(seed, syncs, loss, tp_size=2, setting=""):
@@ -21,7 +21,3 @@ def test_slopes_are_the_least_squares_slopes_of_each_seed():
     assert per_sync[1] == pytest.approx(-0.001, abs=1e-12)
     assert slopes(rows, log2=True)[2] == pytest.approx(0.01, abs=1e-12)
     assert slopes(rows, min_syncs=12) == {}  # seeds keep < 3 runs in [12, 24]
-
-
-def test_seed_ranges():
-    assert seed_range("9-12") == {9, 10, 11, 12} and seed_range("1,3-4") == {1, 3, 4}
