@@ -7,7 +7,7 @@ so a run's val loss is a mean over those batches, with a standard error of its o
 
 For each run directory (its ckpt.pt, the model at its last eval), the per-batch val losses on
 train.py's own eval batches (the same windows: batch k of the val split comes from the seed
-(seed, EVAL_VAL, k), as train.py's get_batch draws it), their mean (which must equal the run's
+(seed, EVAL_VAL, k), as train.py draws it: data.common.Batches), their mean (which must equal the run's
 logged val loss: checked), and the standard error of that mean over the batches. For every run
 after the first, the paired per-batch difference from the first run (same seed, so the same
 batches): its mean and standard error, the eval-sampling part of the two runs' difference.
@@ -23,24 +23,12 @@ import os
 import statistics
 import sys
 
-import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import checkpoint as ckpt
+from data.common import Batches
 from model import GPT, GPTConfig
-
-EVAL_VAL = 3  # train.py's stream ids: TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
-
-
-def eval_batch(data, seed, k, batch_size, block_size):
-    """train.py's val eval batch k of a run with this seed: (x, y), each (batch_size, block_size)."""
-    draw = int(np.random.SeedSequence([seed, EVAL_VAL, k]).generate_state(1)[0] & 0x7FFFFFFF)
-    ix = torch.randint(len(data) - block_size, (batch_size,), generator=torch.Generator().manual_seed(draw))
-    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
-    return x, y
-
 
 @torch.no_grad()
 def per_batch_losses(run_dir, data_dir=""):
@@ -55,8 +43,8 @@ def per_batch_losses(run_dir, data_dir=""):
     model.load_state_dict(checkpoint["model"])  # the `sim` layout: every rank's shards
     model.eval()
     data_dir = data_dir or config.get("data_dir") or os.path.join(ROOT, "data", config["dataset"])
-    data = np.memmap(os.path.join(data_dir, "val.bin"), dtype=np.uint16, mode="r")
-    losses = [model(*eval_batch(data, config["seed"], k, config["batch_size"], config["block_size"]))[1].item()
+    batch = Batches(data_dir, config["batch_size"], config["block_size"], config["seed"], 0, "cpu")  # train.py's
+    losses = [model(*batch("val", None, k))[1].item()
               for k in range(config["eval_iters"])]
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         evals = [r for r in map(json.loads, f) if "val_loss" in r and r["iter"] == checkpoint["iter_num"]]
