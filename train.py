@@ -25,6 +25,7 @@ import checkpoint as ckpt
 import comms
 import configurator
 import faults
+import label_eval
 import megatron_shim
 from data.common import DROPOUT as _DROPOUT, Batches, PrepareError, read_prepared, step_seed  # _: not a config key
 from links import LossyLink, link_from
@@ -186,6 +187,7 @@ except PrepareError as e:
 meta_vocab_size = meta.get("vocab_size")
 
 get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # get_batch(split, step, micro_step)
+label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
 
 
 # model
@@ -306,6 +308,7 @@ while True:
     # evaluate, log and checkpoint on every eval_interval and at the end
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
         metrics = train_step.estimate(get_batch, eval_iters, loss_eval)  # the same numbers on every rank
+        metrics.update(label_eval.label_metrics(train_step, label_sets, eval_iters * batch_size, batch_size, block_size, device, loss_eval))
         if not math.isfinite(metrics["val_loss"]):
             fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
                  f"(iteration {saved_iter}) is kept")
@@ -314,10 +317,12 @@ while True:
         pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank, train_step) if save else None  # collectives
         if master_process:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
-                  f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}")
+                  f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}"
+                  + (f", matched label acc {metrics['val_matched_label_accuracy']:.4f}" if label_sets else ""))
             log({"train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
                  "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
-                 "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start})
+                 "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start,
+                 **{k: v for k, v in metrics.items() if "label" in k}})  # label_eval's, where the data has labels
             if save:  # atomic: a kill mid-save leaves the previous checkpoint intact
                 ckpt.save({**pieces, "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
                            "best_val_loss": best_val_loss, "config": config, "skipped_steps": skipped_steps,
