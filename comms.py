@@ -309,7 +309,7 @@ class SimComm(TPComm):
         """The squared norm of params' gradients over the TP group (pipeline.py sums it over stages)."""
         return sum(p.grad.float().square().sum() for p in params if p.grad is not None)
 
-    def gather_shards(self, tensors):
+    def gather_shards(self, tensors, everyone=False):
         """Sharded tensors (R, ...) of this process -> all tp_size ranks' shards stacked: already so."""
         return tensors
 
@@ -398,15 +398,15 @@ class DistComm(TPComm):
             dist.all_reduce(squares[0:1], group=self.group)
         return squares.sum()
 
-    def gather_shards(self, tensors):
-        """This rank's shards (1, ...) -> every rank's stacked (T, ...) on TP rank 0, None on the
-        others: one all-gather over the TP group (a collective: every rank of the group calls it)."""
-        if self.tp_size == 1:
+    def gather_shards(self, tensors, everyone=False):
+        """This rank's shards (1, ...) -> every rank's stacked (T, ...) on TP rank 0 (everyone: on
+        every rank), None on the others: one all-gather over the TP group (every rank calls it)."""
+        if self.tp_size == 1 or not tensors:
             return tensors
         flat = torch.cat([t.reshape(-1).float() for t in tensors])  # one message for all of them
         parts = [torch.empty_like(flat) for _ in range(self.tp_size)]
         dist.all_gather(parts, flat, group=self.group)
-        if self.rank != 0:
+        if self.rank != 0 and not everyone:
             return None
         per_rank = [part.split([t.numel() for t in tensors]) for part in parts]
         return [torch.cat([chunks[k].view_as(t) for chunks in per_rank]).to(t.dtype) for k, t in enumerate(tensors)]

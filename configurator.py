@@ -157,13 +157,13 @@ TRAIN_CHOICES = {
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
     "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block"),
     "pp_schedule": ("gpipe", "1f1b"), "lost_fill": ("zero", "rescale"), "sync_rotation": ("none", "hadamard"),
-    "transport": ("unreliable", "reliable"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
+    "transport": ("unreliable", "reliable"), "optimizer": ("adamw", "muon"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
     "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
     "warmup_iters": (0, None), "lr_decay_iters": (0, None), "seed": (0, 2 ** 64 - 1),  # numpy and torch seeds
     "learning_rate": (0.0, None), "min_lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
-    "peak_flops": (0.0, None)}
+    "peak_flops": (0.0, None), "n_experts": (0, None), "experts_top_k": (1, None), "moe_aux_loss_coef": (0.0, None)}
 
 
 GPT2_NAMES = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # init_from pretrained, through transformers
@@ -187,6 +187,9 @@ def check_train_config(config):
     if not 0.0 < config.get("sync_fraction", 1.0) <= 1.0:
         raise ConfigError(f"sync_fraction={config['sync_fraction']!r} must be in (0, 1]: the share of d's channels "
                           f"a sync sends")
+    if config.get("optimizer") == "muon" and config.get("zero_stage"):
+        raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
+                          "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:
         raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
                           f"crosses a link")

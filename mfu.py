@@ -2,16 +2,20 @@
 Model FLOPs utilisation (MFU): the training FLOPs of the dense model over the device's peak.
 
 Every pattern and execution mode is charged the dense model's FLOPs, so MFU compares the
-useful work of configs that simulate, shard or drop syncs on an equal footing.
+useful work of configs that simulate, shard or drop syncs on an equal footing. A mixture of experts
+is charged its active parameters: the router, and experts_top_k of its n_experts experts per token.
 """
 
 import torch
 
 
 def flops_per_token(model):
-    """Training FLOPs per token of the dense model (PaLM appendix B, as nanoGPT)."""
+    """Training FLOPs per token of the dense model (PaLM appendix B, as nanoGPT); MoE: active parameters."""
     cfg = model.config
     N = model.get_num_params()
+    if cfg.n_experts:  # each expert: the dense MLP's 8C^2 weights (+ biases); a token runs top_k of them
+        expert = 8 * cfg.n_embd ** 2 + (5 * cfg.n_embd if cfg.bias else 0)
+        N -= cfg.n_layer * (cfg.n_experts - cfg.experts_top_k) * expert
     return 6 * N + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * cfg.block_size
 
 

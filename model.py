@@ -30,6 +30,8 @@ from torch.utils.checkpoint import checkpoint
 from comms import SimComm
 from counting import FIRST_SLOT
 from layers import ColumnParallelLinear, RowParallelLinear
+from moe import MoEMLP
+from optim import MuonAdamW, muon_params
 from patterns import (BLOCK_TYPES, count_sync_points, describe_pattern, exposed_sync_points,  # noqa: F401
                       parse_block_schedule, parse_block_types, pattern_at, sync_point_names)
 
@@ -117,7 +119,7 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config, ranks, layers)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config, ranks, layers)
+        self.mlp = (MoEMLP if config.n_experts else MLP)(config, ranks, layers)  # MoE: moe.py
 
     def forward(self, b, d, flight, comm):
         # b: (Rb, B, L, C) last synchronised state; d: (R, B, L, C) pending partials or None;
@@ -171,6 +173,8 @@ class GPTConfig:
     bias: bool = True  # biases in Linears and LayerNorms, like GPT-2
     tp_size: int = 1
     block_types: tuple = ("tp",)  # n_layer names; a str or a shorter unit is parsed and tiled
+    n_experts: int = 0  # > 0: every block's MLP is a mixture of n_experts experts (moe.py)
+    experts_top_k: int = 2  # the experts each token is routed to
 
     def __post_init__(self):
         for key in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "tp_size"):
@@ -181,12 +185,16 @@ class GPTConfig:
         if self.n_head % self.tp_size:
             raise ValueError(f"n_head={self.n_head} is not divisible by tp_size={self.tp_size}: "
                              f"each TP rank owns n_head/tp_size whole heads")
+        if self.n_experts < 0 or (self.n_experts and not 1 <= self.experts_top_k <= self.n_experts):
+            raise ValueError(f"n_experts={self.n_experts}, experts_top_k={self.experts_top_k}: need n_experts >= 0 "
+                             f"(0: dense MLPs) and 1 <= experts_top_k <= n_experts")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
         self.block_types = parse_block_types(self.block_types, self.n_layer)
 
 
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "tp_size", "block_types")
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "tp_size", "block_types", "n_experts",
+              "experts_top_k")
 
 
 def model_args_from(config, vocab_size):
@@ -217,6 +225,7 @@ class GPT(nn.Module):
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
         self.exposed_syncs = len(exposed_sync_points(config.block_types, config.tp_size))
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
+        self.moe_aux_loss_coef = 0.01  # the weight of the experts' load-balancing loss in training (train.py's key)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("in", "attn", "mlp")] + ["exit"]
         self.comm.counter.slots = {point: FIRST_SLOT + i for i, point in enumerate(points)}  # every possible sync point
@@ -265,6 +274,8 @@ class GPT(nn.Module):
                 module.weight.copy_(module.shard(full))
                 if module.bias is not None:
                     module.bias.zero_()
+            elif isinstance(module, nn.Linear) and name.endswith("router"):  # replicated, drawn whole
+                module.weight.normal_(0.0, std)
             elif isinstance(module, nn.LayerNorm):
                 module.weight.fill_(1.0)
                 if module.bias is not None:
@@ -353,7 +364,14 @@ class GPT(nn.Module):
         Rb, B, L, _ = logits.size()
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.expand(Rb, B, L).reshape(-1),
                                ignore_index=-1)
+        if self.training and self.config.n_experts:  # each rank's own load-balancing term, in its own loss
+            loss = loss + self.moe_aux_loss_coef * self.moe_aux_loss()
         return self.comm.loss_mean(loss)
+
+    def moe_aux_loss(self):
+        """The experts' load-balancing loss of the last forward: the mean over blocks (moe.py); None without experts."""
+        losses = [block.mlp.aux_loss for block in self.transformer.h if isinstance(getattr(block, "mlp", None), MoEMLP)]
+        return torch.stack(losses).mean() if losses and losses[0] is not None else None
 
     def head(self, b, d, targets=None):
         if targets is None:
@@ -361,9 +379,11 @@ class GPT(nn.Module):
         logits = self.logits(b, d)
         return logits[0], self.loss(logits, targets)  # the first rank's logits (B, L, vocab); `sim`: TP rank 0's
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, zero=False, dp_group=None):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, zero=False, dp_group=None,
+                             optimizer="adamw"):
         """AdamW; zero=True: ZeRO-1, each rank of the data-parallel group dp_group (None: the default
-        group) keeps the state of its share of the parameters, steps them and broadcasts them."""
+        group) keeps the state of its share of the parameters, steps them and broadcasts them.
+        optimizer='muon': Muon for the blocks' weight matrices, AdamW for the rest (optim.py)."""
         # decay the matmul weights and embeddings, not biases or LayerNorm gains; the
         # per-rank column biases are 2-D (R, out/T), so this goes by name, not only by dim
         params = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
@@ -373,6 +393,13 @@ class GPT(nn.Module):
                   {"params": no_decay, "weight_decay": 0.0}]
         fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
         settings = dict(lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+        if optimizer == "muon":
+            assert not zero, "optimizer='muon' with ZeRO-1 is not built (configurator.py says so to the user)"
+            matrices = {id(p) for p in muon_params(self)}
+            groups = [{"params": [p for p in decay if id(p) in matrices], "weight_decay": weight_decay, "muon": True},
+                      {"params": [p for p in decay if id(p) not in matrices], "weight_decay": weight_decay},
+                      groups[1]]
+            return MuonAdamW(groups, self.comm, self, **settings)
         if zero:
             return ZeroRedundancyOptimizer(groups, torch.optim.AdamW, process_group=dp_group, **settings)
         return torch.optim.AdamW(groups, **settings)

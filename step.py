@@ -107,8 +107,10 @@ class Step:
             raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass "
                                f"({self.model.exposed_syncs} exposed), measured {syncs} forward ({exposed} exposed) "
                                f"and {backward / self.micro_batches} backward")
-        return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed,
-                                       sync_bytes_per_token=nbytes / tokens)
+        aux = self.model.moe_aux_loss()  # the experts' load-balancing loss (moe.py), logged beside the loss:
+        aux = aux if aux is None else self.comm.loss_mean(aux.detach())  # the mean over the TP ranks, as `sim`'s
+        return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed, sync_bytes_per_token=nbytes / tokens,
+                                       **({} if aux is None else {"moe_aux_loss": aux.item()}))
 
     @torch.no_grad()
     def estimate(self, get_batch, eval_iters, lossy=False):

@@ -1,9 +1,7 @@
 """
-Train GPT-2 with tensor-parallel blocks of three kinds (tp, spd, parallel). The embedded CPU default
-(char-level Shakespeare, 12 spd blocks, TP=2 simulated), a config and overrides, data parallel over 8
-GPUs (each process simulates the TP ranks), and real TP (one process per TP rank):
+Train GPT-2 with tensor-parallel blocks (tp, spd, parallel, ladder): the embedded CPU default, a config with
+overrides and data parallel over 8 GPUs (each process simulating the TP ranks), real TP (a process per TP rank):
 $ python train.py
-$ python train.py config/train_shakespeare_char_6comm.py --max_iters=500
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --max_iters=20000
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
 Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see README).
@@ -62,6 +60,9 @@ n_head = 4
 n_embd = 64
 dropout = 0.0
 bias = True
+n_experts = 0  # > 0: every MLP a mixture of experts, each sharded over the TP ranks like the dense MLP (moe.py)
+experts_top_k = 2  # the experts each token is routed to
+moe_aux_loss_coef = 0.01  # the weight of the experts' load-balancing loss in the training loss
 # tensor parallelism
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)
@@ -89,7 +90,8 @@ loss_eval = False  # evaluate through the lossy link too (own streams: the same 
 lost_fill = "zero"  # a lost packet: 'zero' (absent), 'rescale' (what arrived from others x 1/(1-q))
 sync_rotation = "none"  # 'hadamard': random-sign Hadamard over blocks of packets, so a loss spreads thin
 transport = "unreliable"  # 'reliable': resend until arrived (the lossless numbers), retransmissions counted
-# AdamW
+# optimizer
+optimizer = "adamw"  # 'adamw', or 'muon': Muon for the blocks' weight matrices, AdamW for the rest (optim.py)
 learning_rate = 1e-2
 max_iters = 600
 weight_decay = 0.1
@@ -172,11 +174,9 @@ if "compile" not in _explicit:
     compile = device_type == "cuda" and pp_size == 1  # stages are not compiled (pipeline.py)
 tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
 
-
 torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=getattr(torch, dtype))
 
 # data: nanoGPT's flat uint16 token files
 data_dir = data_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
@@ -185,10 +185,8 @@ try:
 except PrepareError as e:
     fail(e)
 meta_vocab_size = meta.get("vocab_size")
-
 get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # get_batch(split, step, micro_step)
 label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
-
 
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
@@ -204,7 +202,7 @@ try:
     if pp_size > 1:
         check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
                        block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
-                       block_types="ladder" in gptconf.block_types and block_types,
+                       block_types="ladder" in gptconf.block_types and block_types, n_experts=n_experts,
                        dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     fail(e)
@@ -216,11 +214,10 @@ model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 # pp_size > 1: the step is this process's stage, and the model keeps only the stage's part (pipeline.py)
-pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler) \
-    if pp_size > 1 else None
-model.activation_checkpointing = activation_checkpointing == "block"
+pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler) if pp_size > 1 else None
+model.activation_checkpointing, model.moe_aux_loss_coef = activation_checkpointing == "block", moe_aux_loss_coef
 zero = zero_stage == 1 and dp_world > 1  # one data-parallel rank: nothing to shard, plain AdamW
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, grid.dp_group)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, grid.dp_group, optimizer)
 try:
     if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
@@ -257,6 +254,7 @@ if master_process:
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
           f"{f'pipeline: {pipeline.describe()} | ' if pp_size > 1 else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
+          f"{f'experts: {n_experts}, top-{experts_top_k} | ' if n_experts else ''}optimizer: {config['optimizer']} | "
           f"device: {device} {dtype} compile={compile} | zero_stage: {int(zero)} | activation checkpointing: "
           f"{activation_checkpointing} | seed: {seed} | weights: {weights_from}")
     if "unigram_val_loss" in meta:
@@ -293,8 +291,7 @@ wandb_log = wandb_log and master_process
 # training loop
 model.train()
 t_start = t0 = time.time()
-running_mfu = None  # a moving average, once the loop has settled
-local_iter_num = 0  # iterations run by this process (MFU needs a few to settle)
+running_mfu, local_iter_num = None, 0  # MFU: a moving average, after this process's first iterations
 saved_iter, consecutive_skips, check_counts = (iter_num if init_from == "resume" else None), 0, True
 while True:
     if raw_model.set_block_types(pattern_at(schedule, iter_num)):  # a schedule's switch, before its eval
@@ -307,8 +304,9 @@ while True:
 
     # evaluate, log and checkpoint on every eval_interval and at the end
     if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
-        metrics = train_step.estimate(get_batch, eval_iters, loss_eval)  # the same numbers on every rank
-        metrics.update(label_eval.label_metrics(train_step, label_sets, eval_iters * batch_size, batch_size, block_size, device, loss_eval))
+        metrics = {**train_step.estimate(get_batch, eval_iters, loss_eval),  # the same numbers on every rank
+                   **label_eval.label_metrics(train_step, label_sets, eval_iters * batch_size, batch_size, block_size,
+                                              device, loss_eval)}  # MNLI's label accuracy; {} for other data
         if not math.isfinite(metrics["val_loss"]):
             fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
                  f"(iteration {saved_iter}) is kept")
@@ -319,10 +317,7 @@ while True:
             print(f"step {iter_num}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f}, "
                   f"val ppl {math.exp(metrics['val_loss']):.2f}, val acc {metrics['val_accuracy']:.4f}"
                   + (f", matched label acc {metrics['val_matched_label_accuracy']:.4f}" if label_sets else ""))
-            log({"train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
-                 "val_perplexity": math.exp(metrics["val_loss"]), "val_accuracy": metrics["val_accuracy"],
-                 "train_accuracy": metrics["train_accuracy"], "lr": lr, "time_s": time.time() - t_start,
-                 **{k: v for k, v in metrics.items() if "label" in k}})  # label_eval's, where the data has labels
+            log({**metrics, "val_perplexity": math.exp(metrics["val_loss"]), "lr": lr, "time_s": time.time() - t_start})
             if save:  # atomic: a kill mid-save leaves the previous checkpoint intact
                 ckpt.save({**pieces, "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
                            "best_val_loss": best_val_loss, "config": config, "skipped_steps": skipped_steps,

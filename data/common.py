@@ -144,7 +144,11 @@ def read_prepared(data_dir, dataset, block_size):
     PrepareError (one line) for a missing file, one shorter than a block, or a file tokenized for
     another vocabulary (it would fail later, deep in an embedding)."""
     meta_path = os.path.join(data_dir, "meta.pkl")
-    meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
+    try:
+        meta = pickle.load(open(meta_path, "rb")) if os.path.exists(meta_path) else {}
+    except Exception as e:  # an empty or cut-short file (a prepare run killed mid-write): say which
+        raise PrepareError(f"{meta_path} is not readable ({type(e).__name__}); run the dataset's prepare.py "
+                           f"again") from None
     vocab_size = meta.get("vocab_size") or 50257
     for split in ("train", "val"):
         path = os.path.join(data_dir, f"{split}.bin")

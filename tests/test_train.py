@@ -42,8 +42,9 @@ def test_short_run_trains_and_logs(char_data, tmp_path):
 # the default pattern, and (slow) the hide-and-shrink schemes over a lossy link (DESIGN section 8)
 @pytest.mark.parametrize("extra", [[], pytest.param(["--block_types=ladder,parallel", "--sync_fraction=0.5",
                                                      "--sync_dtype=int8", "--loss_model=bernoulli",
-                                                     "--loss_rate=0.05", "--packet_bytes=64"], marks=pytest.mark.slow)],
-                         ids=["spd", "ladder-partial-int8-bernoulli"])
+                                                     "--loss_rate=0.05", "--packet_bytes=64"], marks=pytest.mark.slow),
+                                   pytest.param(["--n_experts=4", "--optimizer=muon"], marks=pytest.mark.slow)],
+                         ids=["spd", "ladder-partial-int8-bernoulli", "moe-muon"])
 def test_resume_continues_the_same_run(char_data, tmp_path, extra):
     common = [*TINY, f"--data_dir={char_data}", "--always_save_checkpoint=True", *extra, "--max_iters=20"]
     straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")

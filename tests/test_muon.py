@@ -1,0 +1,82 @@
+"""optimizer='muon' (optim.py): torch's Muon on the blocks' matrices, AdamW on the rest, and an
+update that does not depend on how the matrices are sharded."""
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+from optim import MuonAdamW, muon_params
+
+
+def tiny(tp_size, n_experts=0):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(block_size=16, vocab_size=50, n_layer=2, n_head=4, n_embd=16, tp_size=tp_size,
+                         block_types="tp", n_experts=n_experts))
+
+
+def muon(model):
+    return model.configure_optimizers(0.1, 1e-2, (0.9, 0.99), "cpu", optimizer="muon")
+
+
+def test_dense_model_steps_as_torch_muon_and_adamw():
+    """At TP=1 the matrices step exactly as torch.optim.Muon (match_rms_adamw) steps them, and the
+    rest as torch.optim.AdamW: the same numbers, bit for bit, over three steps."""
+    model = tiny(1, n_experts=2)
+    optimizer = muon(model)
+    assert isinstance(optimizer, MuonAdamW)
+    matrices = {id(p) for p in muon_params(model)}
+    assert len(matrices) == 2 * (2 + 2 * 2 + 1)  # per block: attention's 2, 2 experts x 2, the router
+    assert all(id(p) in matrices for g in optimizer.param_groups if g.get("muon") for p in g["params"])
+    # the references: each matrix as a 2-D leaf for torch.optim.Muon, the rest for torch.optim.AdamW
+    params = [p for p in model.parameters()]
+    copies = [p.detach().clone().reshape(p.shape[-2:]) if id(p) in matrices else p.detach().clone() for p in params]
+    for c in copies:
+        c.requires_grad_(True)
+    decay = {id(p) for g in optimizer.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+    ref_muon = torch.optim.Muon([c for p, c in zip(params, copies) if id(p) in matrices], lr=1e-2,
+                                weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    ref_adamw = torch.optim.AdamW([
+        {"params": [c for p, c in zip(params, copies) if id(p) not in matrices and id(p) in decay], "weight_decay": 0.1},
+        {"params": [c for p, c in zip(params, copies) if id(p) not in matrices and id(p) not in decay],
+         "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.99))
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        for p, c in zip(params, copies):
+            grad = torch.randn(p.shape, generator=generator)
+            p.grad, c.grad = grad.clone(), grad.clone().reshape(c.shape)
+        optimizer.step()
+        ref_muon.step()
+        ref_adamw.step()
+    for p, c in zip(params, copies):
+        assert torch.equal(p.detach().reshape(c.shape), c.detach())
+
+
+@pytest.mark.parametrize("T", [2, 4])
+def test_the_update_does_not_depend_on_the_layout(T):
+    """The same dense gradients, cut into T shards: after two steps the weights are the TP=1 model's,
+    bit for bit (the momentum is elementwise; the orthogonalization sees the whole matrix)."""
+    models = {1: tiny(1, n_experts=2), T: tiny(T, n_experts=2)}
+    optimizers = {t: muon(m) for t, m in models.items()}
+    generator = torch.Generator().manual_seed(4)
+    for _ in range(2):
+        dense_grads = {n: torch.randn(p.shape, generator=generator) for n, p in models[1].named_parameters()}
+        for t, model in models.items():
+            sharded = model._sharded_modules()
+            for name, p in model.named_parameters():
+                module = name.rpartition(".")[0]
+                g = dense_grads[name]
+                p.grad = sharded[module].shard(g[0]) if module in sharded and g.dim() >= 2 else g.clone()
+            optimizers[t].step()
+    dense, cut = models[1].dense_state_dict(), models[T].dense_state_dict()
+    for name in dense:
+        assert torch.equal(dense[name], cut[name]), name
+
+
+def test_orthogonalizing_each_shard_alone_would_differ():
+    """Why the shards are gathered: Newton-Schulz on each half of a matrix is not the whole's."""
+    from torch.optim._muon import _zeropower_via_newtonschulz as newton_schulz
+    settings = ((3.4445, -4.775, 2.0315), 5, 1e-7)
+    g = torch.randn(64, 16, generator=torch.Generator().manual_seed(5))
+    whole = newton_schulz(g, *settings)
+    halves = torch.cat([newton_schulz(h, *settings) for h in g.chunk(2)])
+    assert (whole - halves).abs().max() > 0.05
