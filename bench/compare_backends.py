@@ -3,23 +3,34 @@ Native vs megatron-core backend: the same config, seed and data, side by side in
 
     python -m bench.compare_backends                                    # char scale, TP=2 on gloo
     python -m bench.compare_backends --config config/train_gpt2_12comm.py --nproc 8 --max_iters 200
+    python -m bench.compare_backends --seed002 --repeats 5   # seed 002's MoE + Muon model at a CPU size
 
 Each repeat launches train.py (tp_mode='dist' under torchrun) once per backend, the
 backends alternating; it/s and tokens/s are medians over repeats of each run's median
 step time (the first steps and the steps with an eval excluded). Val loss, perplexity
 and next-token accuracy are the final eval's (identical across repeats: runs are seeded).
+The step-time ratio megatron / native is paired per repeat (the two runs back to back): its
+geometric mean with a 95% t interval over the repeats' log ratios. Further --key=value
+arguments go to train.py.
+
+--seed002 runs seed 002's model (config/train_moe_seed002_12comm.py: 8 experts, top-2, 6 layers,
+8 heads, Muon + AdamW) at a CPU size: n_embd 128 (the seed's 384 is 9x the FLOPs), block 128,
+batch 8, on char-level Shakespeare.
 """
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 import tempfile
 
 from bench.harness import records, torchrun
+from bench.stats import paired_stats
 
 BACKENDS = ("native", "megatron")
+SEED002 = ["--dataset=shakespeare_char", "--n_embd=128", "--block_size=128", "--batch_size=8", "--eval_iters=10"]
 
 
 def launch(args, backend, out_dir):
@@ -44,8 +55,10 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     parser.add_argument("--max_iters", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--set", nargs="*", default=[], metavar="--KEY=VALUE", help="more train.py overrides")
-    args = parser.parse_args()
+    parser.add_argument("--seed002", action="store_true", help="seed 002's MoE + Muon model at a CPU size")
+    args, args.set = parser.parse_known_args()  # the rest: --key=value overrides for train.py
+    if args.seed002:
+        args.config, args.set = "config/train_moe_seed002_12comm.py", SEED002 + args.set
     ms = {b: [] for b in BACKENDS}
     final, tokens = {}, 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,8 +78,10 @@ def main():
         r = final[backend]
         print(f"| {backend} | {step * 1000:.1f} | {1 / step:.2f} | {tokens / step:,.0f} | {r['val_loss']:.4f} | "
               f"{r['val_perplexity']:.3f} | {r['val_accuracy']:.4f} |")
-    ratio = statistics.median(m / n for m, n in zip(ms["megatron"], ms["native"]))
-    print(f"\nmegatron step time / native step time: {ratio:.3f} (median over repeats of the paired ratio)")
+    logs = paired_stats([math.log(m / n) for m, n in zip(ms["megatron"], ms["native"])])
+    interval = "" if logs["ci_low"] is None else f" [{math.exp(logs['ci_low']):.3f}, {math.exp(logs['ci_high']):.3f}]"
+    print(f"\nmegatron step time / native step time: {math.exp(logs['mean']):.3f}{interval} (geometric mean of "
+          f"the {logs['n']} paired per-repeat ratios, 95% t interval)")
 
 
 def _version(package):
