@@ -176,7 +176,11 @@ def _load_sharded(model, optimizer, model_state, optim_state, comm):
     if optim_state is not None:
         for i, k in _moments(optim_state, indices):
             optim_state["state"][i][k] = comm.own_shard(optim_state["state"][i][k])
-        optimizer.load_state_dict(optim_state)
+        try:
+            optimizer.load_state_dict(optim_state)
+        except (ValueError, KeyError) as e:  # e.g. the saved run used another `optimizer`
+            raise CheckpointError(f"the checkpoint's optimizer state does not fit this run's optimizer (saved with "
+                                  f"another `optimizer`? {type(e).__name__}: {str(e)[:80]})") from None
 
 
 # --- init_from=<checkpoint or GPT-2>: a new run from existing weights, under any pattern ---

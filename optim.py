@@ -74,7 +74,11 @@ class MuonAdamW(torch.optim.AdamW):
         params = [p for p in group["params"] if p.grad is not None]
         updates = []
         for p in params:  # torch.optim.Muon's momentum, per shard: elementwise
-            buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+            state = self.state[p]
+            if not state:  # a step count too, as AdamW's states have (AdamW's load_state_dict expects one)
+                state.update(step=torch.tensor(0.0), momentum_buffer=torch.zeros_like(p))
+            state["step"] += 1
+            buf = state["momentum_buffer"]
             buf.lerp_(p.grad, 1 - s["momentum"])
             updates.append(p.grad.lerp(buf, s["momentum"]) if s["nesterov"] else buf)
         sharded = [i for i, p in enumerate(params) if id(p) in self.layers]

@@ -132,6 +132,8 @@ def test_moe_user_mistakes_are_one_line_errors(char_data, tmp_path):
     assert_one_line_error(run_train(*base, "--n_experts=2", "--experts_top_k=3"), "experts_top_k=3")
     assert_one_line_error(run_train(*base, "--optimizer=sgd"), "optimizer", "muon")
     assert_one_line_error(run_train(*base, "--optimizer=muon", "--zero_stage=1"), "zero_stage")
+    assert run_train(*base, "--optimizer=muon", "--always_save_checkpoint=True").returncode == 0
+    assert_one_line_error(run_train(*base, "--init_from=resume", "--max_iters=2"), "optimizer")  # resumed as AdamW
 
 
 def test_summed_path_is_used_without_changing_counts():
