@@ -19,10 +19,10 @@ LINKS = {"lossless": {},
          "bursty_fwd": {"loss_model": "gilbert_elliott", "ge_preset": "heavy", "loss_bwd": False, "packet_bytes": 64}}
 
 
-def build(pattern, link, checkpointing, dropout=0.0):
+def build(pattern, link, checkpointing, dropout=0.0, n_experts=0):
     torch.manual_seed(0)
     config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2,
-                       block_types=pattern, dropout=dropout)
+                       block_types=pattern, dropout=dropout, n_experts=n_experts)
     model = GPT(config, SimComm(2, link_from(dict(LINKS[link], seed=5))))
     model.activation_checkpointing = checkpointing
     return model
@@ -63,6 +63,17 @@ def test_checkpointing_computes_the_same_function(pattern, link):
         assert type(checkpointed.comm.link.source) is Drawn  # each block's tape lives with its graph, not on the link
         for key, stream in plain.comm.link.streams.items():  # the streams stand where the plain run left them
             assert torch.equal(stream.generator.get_state(), checkpointed.comm.link.streams[key].generator.get_state())
+
+
+def test_checkpointing_recomputes_the_experts_routing():
+    """MoE blocks (moe.py) whose ranks route different states, over a lossy link: the recompute
+    chooses the experts the forward chose (the same loss, load-balancing term and gradients)."""
+    plain, checkpointed = (build(PATTERNS["7comm"], "bernoulli", flag, n_experts=4) for flag in (False, True))
+    loss, grads, counts, stats = steps(plain)
+    loss_c, grads_c, counts_c, stats_c = steps(checkpointed)
+    assert torch.equal(loss, loss_c) and counts == counts_c and stats == stats_c
+    for name in grads:
+        assert torch.allclose(grads[name], grads_c[name], rtol=0, atol=1e-7), name
 
 
 def test_a_recompute_that_drew_new_masks_would_be_caught():
