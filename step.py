@@ -11,6 +11,8 @@ interface, so the loop in train.py has one path:
 and this process's place in the process grid (`Grid`, from `process_grid`).
 """
 
+import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -74,6 +76,22 @@ def process_grid(tp_procs, timeout=None, pp_size=1, tp_rule=None):
         grid.pp_group = own([[grid_rank(dp, pp, tp) for pp in range(pp_size)] for dp, tp in lines])
         grid.tied_group = own([[grid_rank(dp, 0, tp), grid_rank(dp, pp_size - 1, tp)] for dp, tp in lines])
     return grid
+
+
+def leave_process_group(wandb=None):
+    """The end of a distributed run: every process leaves together (a rank that exits while rank 0
+    still writes files can abort gloo), then exits without finalizing the interpreter. gloo's worker
+    threads can still hold tensors (of DDP's reducer, which the step keeps alive, or of ZeRO's
+    broadcasts) while Python tears down, and that aborts a finished run with SIGABRT
+    (pytorch/pytorch#179291; seen here about once in 25 dp=2 runs on a loaded host). Every file is
+    written by then; wandb is finished first, and the output flushed."""
+    dist.barrier()
+    if wandb is not None:
+        wandb.finish()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class Step:

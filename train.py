@@ -31,7 +31,7 @@ from mfu import estimate_mfu, peak_flops_per_device
 from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, model_args_from
 from patterns import describe_pattern, describe_schedule, parse_block_schedule, pattern_at
 from pipeline import Pipeline, check_config as check_pipeline
-from step import Grid, PlainStep, process_grid
+from step import Grid, PlainStep, leave_process_group, process_grid
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -374,7 +374,5 @@ if link.lossy and not eval_only:  # the run's packet statistics, per direction a
     if master_process:
         ckpt.write_json(os.path.join(out_dir, "link_stats.json"), {"link": link.describe(), "iters": iter_num,
                         "stationary_loss": link.model.stationary_loss, "mean_burst": link.model.mean_burst, **stats})
-if distributed:  # leave together: a rank that exits while rank 0 still writes files can abort gloo
-    dist.barrier()  # and free DDP's reducer before the groups (gloo can SIGABRT at exit: pytorch/pytorch#179291)
-    del model
-    dist.destroy_process_group()
+if distributed:  # every process leaves together, then exits at once (step.py says why)
+    leave_process_group(wandb if wandb_log else None)
