@@ -187,6 +187,11 @@ def check_train_config(config):
     if not 0.0 < config.get("sync_fraction", 1.0) <= 1.0:
         raise ConfigError(f"sync_fraction={config['sync_fraction']!r} must be in (0, 1]: the share of d's channels "
                           f"a sync sends")
+    if config.get("optimizer") == "muon":
+        import torch  # only where Muon is asked for: its optimizer must exist in this torch
+        if not hasattr(torch.optim, "Muon"):
+            raise ConfigError(f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this torch is "
+                              f"{torch.__version__}: upgrade torch or use optimizer='adamw'")
     if config.get("optimizer") == "muon" and config.get("zero_stage"):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")

@@ -7,6 +7,8 @@ import torch
 from model import GPT, GPTConfig
 from optim import MuonAdamW, muon_params
 
+pytestmark = pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="torch.optim.Muon needs torch >= 2.9")
+
 
 def tiny(tp_size, n_experts=0):
     torch.manual_seed(0)
