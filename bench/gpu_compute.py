@@ -24,7 +24,6 @@ a GPU. Prints a markdown table and writes the numbers, the device and torch's ve
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -34,9 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from quantize import quantized  # noqa: E402
-from rotation import Rotation  # noqa: E402
+from quantize import quantized
+from rotation import Rotation
 
 SCALES = {  # (n_layer, n_head, n_embd, block_size, vocab_size, micro-batch)
     "gpt2": (12, 12, 768, 1024, 50304, 12),
