@@ -68,7 +68,8 @@ PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
 # of one seed may be paired when their resolved configs differ in these (and PER_RUN_KEYS,
 # BOOKKEEPING_KEYS) only: same data, schedule, model size and iterations
 TREATMENT_KEYS = ("tp_size", "block_types", "block_schedule", "loss_model", "loss_rate", "ge_preset", "ge_p", "ge_r", "ge_k", "ge_h",
-                  "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval")
+                  "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval",
+                  "sync_fraction", "sync_dtype", "lost_fill", "sync_rotation", "transport")  # the schemes, a lost packet's option
 # keys that change what a run logs or where, not what it computes
 BOOKKEEPING_KEYS = ("wandb_log", "wandb_project", "log_interval", "always_save_checkpoint", "dist_timeout_s",
                     "peak_flops", "zero_stage", "activation_checkpointing")  # the last two: same numbers, tested
@@ -173,8 +174,10 @@ def read_run(run_dir):
     row["_dense"] = cfg["tp_size"] == 1 and cfg["loss_model"] == "none"
     # Megatron's pattern on a lossless network: the same function as dense (the noise floor's twin)
     # (a block_schedule run starts as all-tp but switches: not the twin)
+    # (every sync whole and unquantized: 24comm at sync_fraction=0.5 or in int8 is a scheme, not the reference)
     row["_full_tp"] = (cfg["tp_size"] > 1 and set(kinds) == {"tp"} and not cfg.get("block_schedule")
-                       and cfg["loss_model"] == "none")
+                       and cfg["loss_model"] == "none" and cfg.get("sync_fraction", 1.0) == 1.0
+                       and not cfg.get("sync_dtype"))
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     curve = [(r["iter"], r["val_loss"]) for r in evals]
