@@ -1,0 +1,169 @@
+"""bench/frontier.py: the projected micro-step against bench/step_time.py's own formulas (written apart),
+by hand where step_time has none; and the cost, iterations, minutes, pairing and Pareto set on runs
+written by hand (no training). Also bench/summary.py pairing the schemes and a lost packet's options
+with lossless 24comm: keys it once left out of the treatment, so they paired with nothing."""
+
+import argparse
+import json
+import math
+import sys
+
+import pytest
+
+from bench import frontier, summary
+from bench.harness import run
+from bench.step_time import gpt2_projection, reliability_tables
+from conftest import assert_one_line_error
+
+ASSUMED = frontier.compute_terms("")  # 40% MFU of an H100, codecs free: step_time's own assumptions
+BASE = dict(block_types="tp", n_layer=12, loss_model="none", loss_rate=0.0, loss_fwd=True, loss_bwd=True)
+
+
+def scheme(**cfg):
+    return frontier.scheme_of({**BASE, **cfg}, cfg.pop("syncs", 24))
+
+
+def test_whole_syncs_project_as_step_time_does():
+    for syncs, gbps in ((24, 25), (12, 100), (2, 400)):
+        compute, comm, _ = gpt2_projection(syncs, gbps)
+        assert frontier.micro_step_ms(frontier.scheme_of(BASE, syncs), gbps, ASSUMED) == pytest.approx(compute + comm)
+
+
+def test_reliable_transport_costs_what_step_time_prices():
+    args = argparse.Namespace(mfu=0.4, gpu_peak=989e12, net_latency=1e-5, rto=1e-3)
+    rows = {(r["loss"], r["rate"]): r for r in reliability_tables(1e-4, 1e9, 1_000_000, args)["rows"]}
+    for rate in (0.001, 0.01, 0.03):
+        lossy = scheme(loss_model="bernoulli", loss_rate=rate)
+        reliable = scheme(loss_model="bernoulli", loss_rate=rate, transport="reliable")
+        for gbps in (25, 100):
+            assert frontier.micro_step_ms(lossy, gbps, ASSUMED) == pytest.approx(rows["bernoulli", rate][f"lossy_{gbps}"])
+            assert frontier.micro_step_ms(reliable, gbps, ASSUMED) == pytest.approx(
+                rows["bernoulli", rate][f"reliable_{gbps}"])
+    # forward losses only: half the resends
+    fwd = scheme(loss_model="bernoulli", loss_rate=0.01, transport="reliable", loss_bwd=False)
+    lossy = frontier.micro_step_ms(scheme(loss_model="bernoulli", loss_rate=0.01), 25, ASSUMED)
+    both = frontier.micro_step_ms(scheme(loss_model="bernoulli", loss_rate=0.01, transport="reliable"), 25, ASSUMED)
+    assert frontier.micro_step_ms(fwd, 25, ASSUMED) - lossy == pytest.approx((both - lossy) / 2)
+
+
+def test_schemes_bytes_codecs_and_hiding_by_hand():
+    terms = dict(compute=20.0, sublayer=0.3, int8=0.5, hadamard=4.0, source="test")
+    tokens, width, latency = 12 * 1024, 768, 1e-5
+    full = frontier.micro_step_ms(scheme(), 25, terms)
+    ar = lambda message, gbps: latency + message / (gbps * 1e9 / 8)  # noqa: E731  seconds
+    half = scheme(sync_fraction=0.5)
+    assert half["message"] == tokens * 384 * 2
+    assert full - frontier.micro_step_ms(half, 25, terms) == pytest.approx(48e3 * (ar(tokens * 768 * 2, 25) - ar(tokens * 384 * 2, 25)))
+    assert scheme(sync_dtype="bfloat16")["message"] == tokens * width * 2  # bf16 messages already: nothing saved
+    int8 = scheme(sync_dtype="int8")
+    assert int8["message"] == tokens * width + 4 * tokens
+    assert frontier.micro_step_ms(int8, 400, terms) - frontier.micro_step_ms(scheme(), 400, terms) == pytest.approx(
+        48 * 0.5 + 48e3 * (ar(int8["message"], 400) - ar(tokens * width * 2, 400)))
+    # Hadamard: paid on each lossy direction of each sync, nothing else changes
+    lossy = dict(loss_model="bernoulli", loss_rate=0.01)
+    rotated, plain = scheme(**lossy, sync_rotation="hadamard"), scheme(**lossy)
+    assert frontier.micro_step_ms(rotated, 100, terms) - frontier.micro_step_ms(plain, 100, terms) == pytest.approx(48 * 4.0)
+    assert frontier.micro_step_ms(scheme(**lossy, sync_rotation="hadamard", loss_bwd=False), 100, terms) \
+        - frontier.micro_step_ms(plain, 100, terms) == pytest.approx(24 * 4.0)
+    # ladder: the first forward all-reduce exposed, the other 23 only beyond a sublayer's forward
+    ladder = scheme(block_types="ladder")
+    for gbps in (25, 400):  # 400 Gb/s: an all-reduce takes 0.38 ms, so 0.08 ms of each hidden one shows
+        a = ar(tokens * width * 2, gbps) * 1e3
+        exposed = a + 23 * max(0.0, a - 0.3) + 24 * a  # forward, then the 24 backward exchanges
+        assert frontier.micro_step_ms(ladder, gbps, terms) == pytest.approx(
+            frontier.micro_step_ms(scheme(), gbps, terms) - 48 * a + exposed)
+
+
+def test_gpu_terms_come_from_the_measured_file():
+    terms = frontier.compute_terms(frontier.DEFAULT_GPU)
+    with open(frontier.DEFAULT_GPU) as f:
+        ms = json.load(f)["ms"]
+    assert terms["compute"] == ms["micro-step fwd+bwd, one TP=2 rank"]["median"]
+    assert terms["hadamard"] > 0 and "MEASURED" in terms["source"]
+
+
+SEEDS = (1, 2, 3)
+# final val losses per seed; every curve is 4.0, 3.0, final + 0.5, final at iterations 0, 100, 200, 300
+FINALS = {"ref": (2.00, 2.10, 1.90), "half": (2.01, 2.12, 1.92), "drop": (2.05, 2.20, 1.93),
+          "b1": (2.02, 2.13, 1.93), "b1_reliable": (2.00, 2.10, 1.90)}
+SETTINGS = {"ref": {}, "half": {"sync_fraction": 0.5}, "drop": {"block_types": "spd"},
+            "b1": {"loss_model": "bernoulli", "loss_rate": 0.01},
+            "b1_reliable": {"loss_model": "bernoulli", "loss_rate": 0.01, "transport": "reliable"}}
+
+
+def fabricate(sweep):
+    import configurator
+    defaults = configurator.train_defaults()
+    for name, finals in FINALS.items():
+        for seed, final in zip(SEEDS, finals):
+            run_dir = sweep / f"24comm-{name}-s{seed}"
+            run_dir.mkdir(parents=True)
+            cfg = {**defaults, "seed": seed, "max_iters": 300, "tp_size": 2, "block_types": "tp", "out_dir": str(run_dir),
+                   **SETTINGS[name]}
+            (run_dir / "config.json").write_text(json.dumps(cfg))
+            evals = [{"iter": i, "val_loss": v, "val_perplexity": math.exp(v), "val_accuracy": 0.3, "time_s": i / 10}
+                     for i, v in ((0, 4.0), (100, 3.0), (200, final + 0.5), (300, final))]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+            (run_dir / "result.json").write_text(json.dumps(
+                {"config": "config/train_shakespeare_char_24comm.py", "setting": name, "seed": seed, "final": evals[-1]}))
+
+
+def test_summary_pairs_schemes_and_lost_packet_options_with_24comm(tmp_path):
+    fabricate(tmp_path)
+    rows, curves = summary.read_runs([str(tmp_path)])
+    aggregates = summary.aggregate(rows)
+    summary.paired_analysis(rows, aggregates, curves)
+    by_name = {a["_name"].split("/")[-1]: a for a in aggregates}
+    assert [name for name, a in by_name.items() if a["_full_tp"]] == ["ref"]  # half keeps every sync but shrinks it
+    for name in ("half", "drop", "b1", "b1_reliable"):
+        assert by_name[name]["paired_reference"] == "train_shakespeare_char_24comm/ref"
+    assert by_name["half"]["paired_diff_mean"] == pytest.approx(0.02 / 3 + 0.01)  # 0.01, 0.02, 0.02
+
+
+def test_frontier_costs_minutes_pairs_and_pareto(tmp_path):
+    fabricate(tmp_path)
+    rows, curves = summary.read_runs([str(tmp_path)])
+    terms = dict(compute=20.0, sublayer=0.3, int8=0.5, hadamard=4.0, source="test")
+    settings, networks = frontier.frontier(rows, curves, 0.02, terms)
+    assert set(networks) == {"lossless", "bernoulli 0.01"}
+    got = {s["name"].split("/")[-1]: s for s in settings}
+    # half - ref: +0.01, +0.02, +0.02
+    assert got["half"]["cost"]["mean"] == pytest.approx(0.05 / 3) and got["half"]["cost"]["n"] == 3
+    # target = ref's final x 1.02; seed 1 (2.00 -> 2.04): half reaches it between 200 (2.51) and 300 (2.01)
+    assert got["half"]["reached"] == 3
+    iters = [200 + (f + 0.5 - t) / 0.5 * 100 for f, t in zip(FINALS["half"], (2.04, 2.142, 1.938))]
+    assert got["half"]["iters"] == pytest.approx(sum(iters) / 3)
+    drop = got["drop"]  # 2.05 > 2.04 and 2.20 > 2.142: seeds 1 and 2 never reach it
+    assert drop["reached"] == 1 and not drop["bandwidths"][25]["all_reached"]
+    step = frontier.micro_step_ms(frontier.scheme_of({**BASE, "sync_fraction": 0.5}, 24), 100, terms)
+    assert got["half"]["bandwidths"][100]["ms_per_micro_step"] == pytest.approx(step)
+    assert got["half"]["bandwidths"][100]["minutes"] == pytest.approx(got["half"]["iters"] * 5 * step / 6e4)
+    # paired minutes against 24comm on the same network: the lossless ref, and the lossy all-tp b1 (zero fill)
+    assert got["half"]["network_reference"].endswith("/ref") and got["b1_reliable"]["network_reference"].endswith("/b1")
+    ref_step = frontier.micro_step_ms(frontier.scheme_of(BASE, 24), 100, terms)
+    ref_iters = [200 + (f + 0.5 - t) / 0.5 * 100 for f, t in zip(FINALS["ref"], (2.04, 2.142, 1.938))]
+    diffs = [(i * step - r * ref_step) * 5 / 6e4 for i, r in zip(iters, ref_iters)]
+    assert got["half"]["bandwidths"][100]["vs_24comm"]["mean"] == pytest.approx(sum(diffs) / 3)
+    # Pareto, lossless at 25 Gb/s: ref (cost 0) and half (faster, dearer) both on it; drop not (never reached twice)
+    marks = {s["name"].split("/")[-1]: s["bandwidths"][25]["pareto"] for s in networks["lossless"]}
+    assert marks == {"ref": True, "half": True, "drop": False}
+    # reliable: the lossless losses (cost 0) at a resend's price, so at 1% it is slower than zero fill
+    assert got["b1_reliable"]["cost"]["mean"] == pytest.approx(0.0)
+    assert got["b1_reliable"]["bandwidths"][25]["ms_per_micro_step"] > got["b1"]["bandwidths"][25]["ms_per_micro_step"]
+
+
+def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
+    fabricate(tmp_path / "runs")
+    out = tmp_path / "frontier"
+    result = run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = (out / "frontier.md").read_text()
+    assert "## bernoulli 0.01" in text and "Fastest to target per network" in text and "MEASURED on NVIDIA" in text
+    assert (out / "frontier.png").stat().st_size > 10_000 and json.loads((out / "frontier.json").read_text())["best"]
+    for d in (tmp_path / "runs").glob("24comm-ref-*"):
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+    assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs")]), "no lossless 24comm runs")
+    assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--gpu", "nope.json"]),
+                          "--gpu='nope.json'")
