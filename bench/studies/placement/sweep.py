@@ -21,4 +21,5 @@ settings = {
     "tp_first13": {"block_types": "tp,spd*11"}, "tp_last13": {"block_types": "spd*11,tp"},
     "tp6_par6_13": {"block_types": "tp*6,parallel*6"},
 }
-common = {"compile": False, "eval_interval": 75, "eval_iters": 40}
+common = {"compile": False, "eval_interval": 75, "eval_iters": 40,
+          "device": "cuda", "dtype": "float32"}  # the amended host rule of plan.md: one lent H200
