@@ -21,4 +21,5 @@ _ways = {
 }
 _bern1 = {"loss_model": "bernoulli", "loss_rate": 0.01}
 settings = {**_ways, **{f"{name}_bern1": {**way, **_bern1} for name, way in _ways.items()}}
-common = {"compile": False, "eval_interval": 75, "eval_iters": 40}
+# dtype: float32 everywhere, also on a lent GPU (device auto), where the default would be bf16 (plan.md's amended host rule)
+common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32"}
