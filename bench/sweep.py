@@ -96,6 +96,20 @@ def plan(sweep, out):
     return runs
 
 
+def only_seeds(runs, text, sweep):
+    """The runs of the seeds `text` names ('28-32', '1,3'); each must be one of the sweep's."""
+    from bench.summary import SummaryError, parse_seeds
+    try:
+        wanted = parse_seeds(text)
+    except SummaryError as e:
+        fail(str(e))
+    missing = sorted(wanted - set(sweep["seeds"]))
+    if missing:
+        fail(f"--seeds={text}: seed {missing[0]} is not one of sweep {sweep['name']}'s seeds "
+             f"({', '.join(map(str, sweep['seeds']))})")
+    return [r for r in runs if r["seed"] in wanted]
+
+
 def state(run):
     if os.path.exists(os.path.join(run["dir"], "result.json")):
         return "done"
@@ -206,6 +220,8 @@ def main():
     parser.add_argument("--slots", type=int, default=1, help="runs at a time (CPU threads are split among them; "
                         "with --executor slurm: jobs in the queue at once)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads per run (default: cores / slots)")
+    parser.add_argument("--seeds", default="", help="only these of the sweep's seeds: 28-32, 1,3,5 (default: all); "
+                        "a study split over machines runs each part whole this way")
     parser.add_argument("--dry_run", action="store_true", help="list the runs and their state, run nothing")
     parser.add_argument("--no_summary", action="store_true", help="skip bench/summarize.py at the end")
     parser.add_argument("--executor", choices=("process", "local", "slurm"), default="process",
@@ -224,6 +240,8 @@ def main():
         fail(f"--partition is for --executor slurm, not {args.executor}")
     sweep = load_sweep(args.sweep)
     runs = plan(sweep, args.out)
+    if args.seeds:
+        runs = only_seeds(runs, args.seeds, sweep)
     todo = [r for r in runs if state(r) != "done"]
     print(f"sweep {sweep['name']}: {len(runs)} runs, {len(runs) - len(todo)} done, {len(todo)} to run "
           f"({sum(state(r) == 'resume' for r in todo)} to resume) -> {os.path.join(args.out, sweep['name'])}", flush=True)

@@ -197,3 +197,16 @@ def test_a_missing_submitit_is_a_one_line_error(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="--executor slurm needs submitit, which is not installed: pip install submitit"):
         sweeps.SubmititExecutor("slurm", str(tmp_path))
     assert sweeps.ProcessExecutor()  # the default executor needs nothing more
+
+
+def test_seeds_option_runs_only_those_seeds_of_the_sweep(tmp_path):
+    """--seeds splits a study over machines by whole seeds: the dry run lists exactly their runs; a seed
+    the sweep does not have, or a malformed list, is a one-line error."""
+    from conftest import assert_one_line_error
+    path = os.path.join(ROOT, "bench", "studies", "schemes", "sweep.py")
+    result = run([sys.executable, *SWEEP, path, "--seeds", "29,31-32", "--dry_run", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    listed = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("  new")]
+    assert len(listed) == 3 * 16 and {r.rsplit("-s", 1)[1] for r in listed} == {"29", "31", "32"}
+    assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "5", "--dry_run"]), "seed 5", "28, 29")
+    assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "abc", "--dry_run"]), "'abc'")
