@@ -1,0 +1,58 @@
+"""bench/contrasts.py: a planned family of paired contrasts with Holm, on runs written by hand (the
+fabricated runs of test_frontier), against p values and intervals worked out by hand."""
+
+import json
+import math
+import sys
+
+import pytest
+
+from bench import contrasts, summary
+from bench.harness import run
+from conftest import assert_one_line_error
+from test_frontier import fabricate
+
+
+def test_family_pairs_by_seed_and_adjusts_over_the_family(tmp_path):
+    fabricate(tmp_path)
+    rows, _ = summary.read_runs([str(tmp_path)])
+    aggregates = summary.aggregate(rows)
+    found = contrasts.family(aggregates, [("C1", "half", "ref"), ("C2", "drop", "train_shakespeare_char_24comm/ref"),
+                                          ("C3", "shakespeare_char_24comm/b1_reliable", "ref")], tost=0.03)
+    c1, c2, c3 = found
+    # C1: +0.01, +0.02, +0.02: t = 5 with 2 degrees of freedom, p = 1 - sqrt(25/27)
+    p1 = 1 - math.sqrt(25 / 27)
+    assert c1["mean"] == pytest.approx(0.05 / 3) and c1["p"] == pytest.approx(p1, rel=1e-6)
+    # C2: +0.05, +0.10, +0.03: mean 0.06, std sqrt(0.0013), t^2 = 0.0036 * 3 / 0.0013
+    t2 = 0.0036 * 3 / 0.0013
+    p2 = 1 - math.sqrt(t2 / (t2 + 2))
+    assert c2["p"] == pytest.approx(p2, rel=1e-6)
+    # C3: the same numbers at every seed: exactly 0, p = 1
+    assert c3["mean"] == 0 and c3["p"] == 1.0
+    # Holm over three: 3 x p1, then max(3 p1, 2 p2), then 1
+    assert c1["p_holm"] == pytest.approx(3 * p1, rel=1e-6)
+    assert c2["p_holm"] == pytest.approx(max(3 * p1, 2 * p2), rel=1e-6)
+    assert [c["verdict"] for c in found] == ["unresolved"] * 3
+    # TOST at +-0.03: C1's 90% interval 0.01667 -+ 2.919986 x 0.005774 / sqrt(3) = [0.00693, 0.02640] inside
+    assert c1["tost_low"] == pytest.approx(0.05 / 3 - 2.919986 * 0.0057735 / math.sqrt(3), abs=1e-5)
+    assert c1["within_margin"] and not c2["within_margin"] and c3["within_margin"]
+    # a family of one: C1 alone is resolved
+    (alone,) = contrasts.family(aggregates, [("C1", "half", "ref")])
+    assert alone["p_holm"] == pytest.approx(p1) and alone["verdict"] == "resolved: A higher"
+
+
+def test_cli_table_json_and_one_line_errors(tmp_path):
+    fabricate(tmp_path / "runs")
+    out = tmp_path / "family.json"
+    result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref",
+                  "--contrast", "C2", "drop", "ref", "--seeds", "1-3", "--json", str(out)])
+    assert result.returncode == 0, result.stderr
+    assert "| C1 | train_shakespeare_char_24comm/half | train_shakespeare_char_24comm/ref | 3 | +0.0167" in result.stdout
+    assert [c["name"] for c in json.loads(out.read_text())] == ["C1", "C2"]
+    runs = str(tmp_path / "runs")
+    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "halve", "ref"]),
+                          "no setting 'halve'", "train_shakespeare_char_24comm/half")
+    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "half", "ref",
+                               "--contrast", "C1", "drop", "ref"]), "names must differ")
+    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "half", "ref",
+                               "--tost", "-1"]), "--tost=-1.0")
