@@ -158,7 +158,8 @@ def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
     result = run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--out", str(out)])
     assert result.returncode == 0, result.stderr[-2000:]
     text = (out / "frontier.md").read_text()
-    assert "## bernoulli 0.01" in text and "Fastest to target per network" in text and "MEASURED on NVIDIA" in text
+    assert "| bernoulli 0.01 | shakespeare_char_24comm/b1 |" in text and "Fastest to target per network" in text
+    assert "MEASURED on NVIDIA" in text and text.count("| network | setting |") == 1  # one table
     assert (out / "frontier.png").stat().st_size > 10_000 and json.loads((out / "frontier.json").read_text())["best"]
     for d in (tmp_path / "runs").glob("24comm-ref-*"):
         for f in d.iterdir():
