@@ -21,7 +21,7 @@ import json
 import sys
 
 from bench.stats import CONFIDENCE, holm, interval_at, paired_stats
-from bench.summary import SummaryError, aggregate, parse_seeds, read_runs
+from bench.summary import SummaryError, aggregate, fmt, parse_seeds, read_runs
 
 
 def find(aggregates, name):
@@ -66,10 +66,6 @@ def family(aggregates, contrasts, tost=None):
     return out
 
 
-def fmt(x, spec="+.4f"):
-    return "-" if x is None else format(x, spec)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a study's runs/)")
@@ -97,10 +93,10 @@ def main():
     for c in found:
         tost = ""
         if args.tost is not None:
-            tost = (f" | [{fmt(c.get('tost_low'))}, {fmt(c.get('tost_high'))}] | "
+            tost = (f" | [{fmt(c.get('tost_low'), '+.4f')}, {fmt(c.get('tost_high'), '+.4f')}] | "
                     f"{'-' if c['within_margin'] is None else ('yes' if c['within_margin'] else 'no')}")
-        print(f"| {c['name']} | {c['a']} | {c['b']} | {c['n']} | {fmt(c['mean'])} [{fmt(c['ci_low'])}, "
-              f"{fmt(c['ci_high'])}] | {fmt(c['p'], '.4g')} | {fmt(c['p_holm'], '.4g')} | {c['verdict']}{tost} |")
+        print(f"| {c['name']} | {c['a']} | {c['b']} | {c['n']} | {fmt(c['mean'], '+.4f')} [{fmt(c['ci_low'], '+.4f')}, "
+              f"{fmt(c['ci_high'], '+.4f')}] | {fmt(c['p'], '.4g')} | {fmt(c['p_holm'], '.4g')} | {c['verdict']}{tost} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(found, f, indent=1)
