@@ -57,9 +57,15 @@ def test_rescale_is_unbiased(rate):
 
 def test_hadamard_blocks_and_inverse_are_exact():
     assert blocks(13) == [(0, 8), (8, 4), (12, 1)] and blocks(64) == [(0, 64)] and blocks(0) == []
-    x = torch.randn(16, 3, dtype=torch.float64)
-    reference = torch.tensor(scipy.linalg.hadamard(16), dtype=torch.float64) / 4  # an independent Hadamard matrix
-    assert torch.allclose(hadamard(x), reference @ x, atol=1e-14, rtol=0)
+    for K in (2, 8, 16, 2048):  # K = a * b: (1, 2), (2, 4), (4, 4), (32, 64)
+        x = torch.randn(K, 3, dtype=torch.float64)
+        reference = torch.tensor(scipy.linalg.hadamard(K), dtype=torch.float64) / K ** 0.5  # an independent matrix
+        assert torch.allclose(hadamard(x), reference @ x, atol=1e-13, rtol=0), K
+    # under bf16 autocast (a CUDA run's default) the GEMMs stay in the message's float32
+    x = torch.randn(512, 7)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rotated = hadamard(x)
+    assert rotated.dtype == torch.float32 and torch.allclose(rotated.double(), hadamard(x.double()), atol=1e-5, rtol=0)
     y = torch.randn(13, 5, dtype=torch.float64)
     assert torch.allclose(transform(transform(y)), y, atol=1e-14, rtol=0)  # orthonormal: its own inverse
     # through a lossy link on which every packet arrives: 1000 elements, 4 per packet (250 packets: 128+64+32+16+8+2)
