@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 
+from bench.frontier import compute_terms
 from bench.stats import CONFIDENCE, paired_stats
 from bench.step_time import MICRO_STEPS, gpt2_projection
 from bench.summary import TARGETS, SummaryError, aggregate, label, paired_analysis, parse_seeds, read_runs
@@ -34,6 +35,8 @@ BANDWIDTHS = (25, 100, 400)  # Gb/s
 
 def minutes_per_iteration(syncs, gbps, args):
     compute, comm, _ = gpt2_projection(syncs, gbps, args.mfu, args.gpu_peak, args.net_latency)
+    if args.gpu:  # a TP=2 rank's micro-step measured on a GPU (bench/gpu_compute.py) instead of assumed
+        compute = args.terms["compute"]
     return MICRO_STEPS * (compute + comm) / 6e4
 
 
@@ -71,9 +74,12 @@ def main():
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="projected GPU's peak FLOP/s (H100 bf16 dense)")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds")
+    parser.add_argument("--gpu", default="", help="bench/gpu_compute.py's json (e.g. bench/gpu_compute/h100_compiled.json): "
+                        "its measured TP=2 rank micro-step replaces the assumed MFU")
     parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
     args = parser.parse_args()
     try:
+        args.terms = compute_terms(args.gpu) if args.gpu else None
         rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
         aggregates = aggregate(rows)
         paired_analysis(rows, aggregates, curves)
@@ -84,7 +90,8 @@ def main():
     result = table(aggregates, args.target, args)
     print(f"# measured: iterations to dense's final val loss x {TARGETS[args.target]} (same seed), in these runs; "
           f"assumed: GPT-2 124M, TP=2 across two nodes, {MICRO_STEPS} micro-steps of 12x1024 per iteration, "
-          f"{args.mfu:.0%} MFU of {args.gpu_peak / 1e12:.0f} TFLOP/s, {args.net_latency * 1e6:.0f} us per all-reduce")
+          + (f"compute {args.terms['compute']:.2f} ms per micro-step {args.terms['source']}" if args.gpu else
+             f"{args.mfu:.0%} MFU of {args.gpu_peak / 1e12:.0f} TFLOP/s") + f", {args.net_latency * 1e6:.0f} us per all-reduce")
     head = " | ".join(f"{g} Gb/s: minutes | vs 24comm (paired, {CONFIDENCE:.0%} CI)" for g in BANDWIDTHS)
     print(f"| setting | syncs | reached / seeds | iterations (mean) | {head} |")
     print("| --- | ---: | ---: | ---: | " + " | ".join("---: | ---" for _ in BANDWIDTHS) + " |")

@@ -168,3 +168,13 @@ def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
     assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs")]), "no lossless 24comm runs")
     assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--gpu", "nope.json"]),
                           "--gpu='nope.json'")
+
+
+def test_time_to_target_takes_the_measured_compute_when_given():
+    from bench.time_to_target import minutes_per_iteration
+    terms = frontier.compute_terms(frontier.DEFAULT_GPU)
+    args = argparse.Namespace(mfu=0.4, gpu_peak=989e12, net_latency=1e-5, gpu=frontier.DEFAULT_GPU, terms=terms)
+    compute, comm, _ = gpt2_projection(24, 25)
+    assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (terms["compute"] + comm) / 6e4)
+    args.gpu = ""
+    assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (compute + comm) / 6e4)
