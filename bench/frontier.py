@@ -133,7 +133,8 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
         if a["tp_size"] == 1:
             continue  # dense: no TP pair to project
         ref = reference_for(a, references)
-        if ref is None:
+        if ref is None:  # e.g. the placement study: no 24comm of its own data, model and schedule
+            print(f"note: {a['_name']} has no lossless 24comm run of its group to pair with; left out", file=sys.stderr)
             continue
         seeds = sorted(set(a["_by_seed"]) & set(ref["_by_seed"]))
         cost = paired_stats([a["_by_seed"][s]["final_val_loss"] - ref["_by_seed"][s]["final_val_loss"] for s in seeds])
