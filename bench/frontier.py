@@ -110,11 +110,7 @@ def network_reference(a, aggregates):
     """The all-tp setting of a's group over a's own link with zero fill (24comm on that network), or None."""
     link = lambda c: {k: c.get(k) for k in ("loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd")}  # noqa: E731
     for b in aggregates:
-        c = b["_cfg"]
-        if (b["_comparable"] == a["_comparable"] and link(c) == link(a["_cfg"]) and b["tp_size"] > 1
-                and set(parse_block_types(c["block_types"], c["n_layer"])) == {"tp"} and not c.get("block_schedule")
-                and c.get("sync_fraction", 1.0) == 1.0 and not c.get("sync_dtype") and c.get("lost_fill", "zero") == "zero"
-                and c.get("sync_rotation", "none") == "none" and c.get("transport", "unreliable") == "unreliable"):
+        if b["_megatron"] and b["_comparable"] == a["_comparable"] and link(b["_cfg"]) == link(a["_cfg"]):
             return b
     return None
 

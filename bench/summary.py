@@ -174,10 +174,13 @@ def read_run(run_dir):
     row["_dense"] = cfg["tp_size"] == 1 and cfg["loss_model"] == "none"
     # Megatron's pattern on a lossless network: the same function as dense (the noise floor's twin)
     # (a block_schedule run starts as all-tp but switches: not the twin)
-    # (every sync whole and unquantized: 24comm at sync_fraction=0.5 or in int8 is a scheme, not the reference)
-    row["_full_tp"] = (cfg["tp_size"] > 1 and set(kinds) == {"tp"} and not cfg.get("block_schedule")
-                       and cfg["loss_model"] == "none" and cfg.get("sync_fraction", 1.0) == 1.0
-                       and not cfg.get("sync_dtype"))
+    # (every sync whole and unquantized, the receiver's defaults: 24comm at sync_fraction=0.5 or in int8 is
+    # a scheme, not the reference). _megatron: that pattern on any link (bench/frontier.py's reference per network)
+    row["_megatron"] = (cfg["tp_size"] > 1 and set(kinds) == {"tp"} and not cfg.get("block_schedule")
+                        and cfg.get("sync_fraction", 1.0) == 1.0 and not cfg.get("sync_dtype")
+                        and cfg.get("lost_fill", "zero") == "zero" and cfg.get("sync_rotation", "none") == "none"
+                        and cfg.get("transport", "unreliable") == "unreliable")
+    row["_full_tp"] = row["_megatron"] and cfg["loss_model"] == "none"
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     curve = [(r["iter"], r["val_loss"]) for r in evals]
