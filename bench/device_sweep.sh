@@ -6,10 +6,11 @@
 # passes because the device copy's git metadata may be stale; GPU, CPU, torch; start, end, the seeds
 # kept and dropped) and the sweep's log. A seed cut off part-way is dropped whole: rerun it.
 #   bash bench/device_sweep.sh bench/studies/schemes/sweep.py 28-32 $(git rev-parse HEAD) 480
-# (through the device tool, with data/shakespeare_char/{train.bin,val.bin,meta.pkl} carried)
+# (through the device tool, with data/shakespeare_char/{train.bin,val.bin,meta.pkl} carried). Two sweeps in one
+# call: give each its own OUT (OUT=$OUT/placement bash ...; OUT=$OUT/schemes bash ...).
 set -u
 sweep=$1; seeds=$2; commit=$3; limit=${4:-480}
-out=${OUT:-/tmp/device_sweep}; runs=/tmp/device_sweep_runs
+out=${OUT:-/tmp/device_sweep}; runs=$(mktemp -d /tmp/device_sweep_runs.XXXX)  # its own, so two sweeps can share a call
 mkdir -p "$out"
 {
     echo "repo commit $commit (passed by the caller)"; echo "sweep $sweep, seeds $seeds, slots 8, limit ${limit}s"
