@@ -33,4 +33,5 @@ done
 echo "seeds kept (every run finished):${kept:- none}; dropped (cut off):${dropped:- none}" >> "$out/host.txt"
 files=$(for seed in $kept; do find . -path "./*-s$seed/*" -type f ! -name ckpt.pt; done)
 [ -n "$files" ] && tar czf "$out/runs.tgz" $files
+cd / && rm -rf "$runs"  # the checkpoints stay behind
 cat "$out/host.txt"; tail -3 "$out/sweep.log"

@@ -210,3 +210,31 @@ def test_seeds_option_runs_only_those_seeds_of_the_sweep(tmp_path):
     assert len(listed) == 3 * 16 and {r.rsplit("-s", 1)[1] for r in listed} == {"29", "31", "32"}
     assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "5", "--dry_run"]), "seed 5", "28, 29")
     assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "abc", "--dry_run"]), "'abc'")
+
+
+@pytest.mark.slow
+def test_device_sweep_packs_only_whole_seeds_and_two_sweeps_share_a_call(char_data, tmp_path):
+    """bench/device_sweep.sh, as a lent GPU machine runs it (here on the CPU): each sweep packs its own
+    finished seeds' logs without checkpoints, and a call cut off by its limit packs nothing."""
+    import tarfile
+    first = write_sweep(tmp_path, char_data)
+    text = open(first).read().replace('"config/train_shakespeare_char_2comm.py"]', "]").replace(', "bern": {', ', "_b": {')
+    for name in ("tiny_a", "tiny_b"):
+        (tmp_path / f"{name}.py").write_text(text.replace('name = "tiny"', f'name = "{name}"'))
+    for name in ("tiny_a", "tiny_b"):  # one after the other, as in one device call
+        out = tmp_path / "out" / name
+        result = run(["bash", os.path.join(ROOT, "bench", "device_sweep.sh"), str(tmp_path / f"{name}.py"), "1-2",
+                      "abc123", "300"], env={**os.environ, "OUT": str(out)})
+        assert result.returncode == 0, result.stdout + result.stderr
+        host = (out / "host.txt").read_text()
+        assert "repo commit abc123" in host and "seeds kept (every run finished): 1 2; dropped (cut off): none" in host
+        with tarfile.open(out / "runs.tgz") as tar:
+            names = tar.getnames()
+        runs = {n.split("/")[1] for n in names}
+        assert runs == {f"shakespeare_char_24comm{s}-s{seed}" for s in ("", "-_b") for seed in (1, 2)}, names
+        assert not any(n.endswith("ckpt.pt") for n in names) and any(n.endswith("result.json") for n in names)
+    cut = tmp_path / "out" / "cut"
+    result = run(["bash", os.path.join(ROOT, "bench", "device_sweep.sh"), str(tmp_path / "tiny_a.py"), "1-2",
+                  "abc123", "1"], env={**os.environ, "OUT": str(cut)})
+    assert "seeds kept (every run finished): none" in (cut / "host.txt").read_text(), result.stdout
+    assert not (cut / "runs.tgz").exists()
