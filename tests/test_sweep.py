@@ -224,7 +224,7 @@ def test_device_sweep_packs_only_whole_seeds_and_two_sweeps_share_a_call(char_da
     for name in ("tiny_a", "tiny_b"):  # one after the other, as in one device call
         out = tmp_path / "out" / name
         result = run(["bash", os.path.join(ROOT, "bench", "device_sweep.sh"), str(tmp_path / f"{name}.py"), "1-2",
-                      "abc123", "300"], env={**os.environ, "OUT": str(out)})
+                      "abc123", "300"], env={"OUT": str(out)})  # run() adds the environment
         assert result.returncode == 0, result.stdout + result.stderr
         host = (out / "host.txt").read_text()
         assert "repo commit abc123" in host and "seeds kept (every run finished): 1 2; dropped (cut off): none" in host
@@ -235,6 +235,6 @@ def test_device_sweep_packs_only_whole_seeds_and_two_sweeps_share_a_call(char_da
         assert not any(n.endswith("ckpt.pt") for n in names) and any(n.endswith("result.json") for n in names)
     cut = tmp_path / "out" / "cut"
     result = run(["bash", os.path.join(ROOT, "bench", "device_sweep.sh"), str(tmp_path / "tiny_a.py"), "1-2",
-                  "abc123", "1"], env={**os.environ, "OUT": str(cut)})
+                  "abc123", "1"], env={"OUT": str(cut)})
     assert "seeds kept (every run finished): none" in (cut / "host.txt").read_text(), result.stdout
     assert not (cut / "runs.tgz").exists()
