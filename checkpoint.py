@@ -351,5 +351,6 @@ def describe_run(device, processes):
             # the vector ISA torch's CPU kernels dispatch to (AVX2, AVX512, ...): another one rounds
             # differently, so the same run on another machine drifts (bench/RESULTS.md)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "deterministic_kernels": torch.are_deterministic_algorithms_enabled(),  # train.py's `deterministic`, as in force
             "processes": processes, "argv": sys.argv, "host": platform.node(),
             "started": datetime.datetime.now().isoformat(timespec="seconds")}

@@ -8,7 +8,7 @@ interface, so the loop in train.py has one path:
     logits, loss = train_step.evaluate(X, Y)                    # (None, None) where no logits are
     train_step.reports                                          # whether this process's eval counts
 
-and this process's place in the process grid (`Grid`, from `process_grid`).
+this process's place in the process grid (`Grid`, from `process_grid`), and its numerics (`set_numerics`).
 """
 
 import os
@@ -19,6 +19,18 @@ import torch
 import torch.distributed as dist
 
 from comms import clip_grad_norm_
+
+
+def set_numerics(deterministic):
+    """TF32 for float32 matmuls on CUDA; and with `deterministic`, kernels that give the same bits on every
+    rerun on the same machine and software (a CUDA op that has none raises, naming itself), so two runs'
+    difference is their settings alone, as it is on a CPU. cuBLAS reads its workspace setting when it first
+    starts, which is after this (no matmul has run yet)."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # a fixed split of cuBLAS reductions
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
 
 
 @dataclass

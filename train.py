@@ -31,7 +31,7 @@ from mfu import estimate_mfu, peak_flops_per_device
 from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, model_args_from
 from patterns import describe_pattern, describe_schedule, parse_block_schedule, pattern_at
 from pipeline import Pipeline, check_config as check_pipeline
-from step import Grid, PlainStep, leave_process_group, process_grid
+from step import Grid, PlainStep, leave_process_group, process_grid, set_numerics
 
 # -----------------------------------------------------------------------------
 # default config values: a small CPU run, char-level Shakespeare, 12 spd blocks on TP=2
@@ -111,6 +111,7 @@ backend = "auto"  # 'auto' (nccl on CUDA, gloo on CPU), 'nccl', 'gloo'
 dist_timeout_s = 600  # a collective waiting longer (a rank died or hangs) fails the run
 nonfinite = "stop"  # a NaN/Inf loss or gradient norm: 'stop' the run, or 'skip' the step
 seed = 1337
+deterministic = False  # the same bits on every rerun on one machine: deterministic kernels only (CUDA; CPU's are)
 zero_stage = 0  # 1: shard AdamW's state over the data-parallel ranks (ZeroRedundancyOptimizer)
 activation_checkpointing = "none"  # 'block': keep each block's inputs only, recompute the rest in backward
 peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in mfu.py
@@ -175,7 +176,7 @@ if "compile" not in _explicit:
 tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
 
 torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
-torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+set_numerics(deterministic)  # TF32 matmuls; with `deterministic`, no run-to-run kernel noise (step.py)
 ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=getattr(torch, dtype))
 
 # data: nanoGPT's flat uint16 token files
@@ -255,7 +256,7 @@ if master_process:
           f"{f'pipeline: {pipeline.describe()} | ' if pp_size > 1 else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "
           f"{f'experts: {n_experts}, top-{experts_top_k} | ' if n_experts else ''}optimizer: {config['optimizer']} | "
-          f"device: {device} {dtype} compile={compile} | zero_stage: {int(zero)} | activation checkpointing: "
+          f"device: {device} {dtype} compile={compile}{' deterministic' if deterministic else ''} | zero_stage: {int(zero)} | activation checkpointing: "
           f"{activation_checkpointing} | seed: {seed} | weights: {weights_from}")
     if "unigram_val_loss" in meta:
         print(f"unigram baseline val loss: {meta['unigram_val_loss']:.4f}")
