@@ -6,11 +6,10 @@ import os
 
 import pytest
 
+from bench.compare_runs import TIMING
 from bench.harness import records, run_train
 from bench.rerun_check import PAIRS, compare, main
 from conftest import TINY
-
-TIMING = ("ms_per_iter", "tokens_per_s", "mfu", "time_s")
 
 
 def test_compare_calls_only_equal_bits_identical():
