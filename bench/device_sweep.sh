@@ -14,7 +14,7 @@ out=${OUT:-/tmp/device_sweep}; runs=$(mktemp -d /tmp/device_sweep_runs.XXXX)  # 
 mkdir -p "$out"
 {
     echo "repo commit $commit (passed by the caller)"; echo "sweep $sweep, seeds $seeds, slots 8, limit ${limit}s"
-    nvidia-smi -L 2>/dev/null; lscpu | grep "Model name"; echo "cores $(nproc)"
+    nvidia-smi -L 2>/dev/null; lscpu | grep "Model name"; echo "cores $(nproc --all)"
     python -c "import torch; print('torch', torch.__version__)"; echo "start $(date -u)"
 } > "$out/host.txt"
 timeout "$limit" python -m bench.sweep "$sweep" --seeds "$seeds" --slots 8 --threads 1 --no_summary --out "$runs" \
