@@ -15,4 +15,5 @@ if ! python -m bench.rerun_check --configs config/train_shakespeare_char_24comm.
 fi
 cat "$out/rerun_check.md"
 limit=$((budget - SECONDS - 30)); echo "check took ${SECONDS}s; the sweep gets ${limit}s"
+if [ "$limit" -lt 60 ]; then echo "no seeds run: the check left ${limit}s of the ${budget}s budget; give a larger BUDGET"; exit 1; fi
 bash bench/device_sweep.sh bench/studies/lost_packets/sweep_gpu.py "$seeds" "$commit" "$limit"
