@@ -191,6 +191,41 @@ def test_resend_rounds_match_the_analytic_distribution(name, loss, n_packets):
     print(f"{name}: mean rounds {mean_rounds:.4f}, analytic {expected:.4f}")
 
 
+def test_resends_report_measures_against_the_run_own_model(tmp_path):
+    """bench/resends.py on a run directory written as train.py writes one: the resent packets and rounds of
+    a reliable Bernoulli link sit within a few standard errors of its own model's expectation, and a config
+    that names another rate (what the report would see if the link drew at the wrong rate) is far outside."""
+    from bench.resends import extra_rounds_moments, run_resends
+    config = dict(loss_model="bernoulli", loss_rate=0.05, transport="reliable", seed=5)
+    link = link_from(config)
+    # the moments of a message's extra rounds, against a Monte Carlo of its definition: the most losses
+    # of any of its packets, each packet's losses geometric (numpy's own generator, not the link's)
+    extra = (np.random.default_rng(0).geometric(0.95, size=(100_000, 70)) - 1).max(axis=1)
+    mean, var = extra_rounds_moments(link.model, 70)
+    assert abs(extra.mean() - mean) < 4 * math.sqrt(var / extra.size) and abs(extra.var() / var - 1) < 0.03
+    for _ in range(1500):
+        link.deliver("h0.attn", FWD, 30, [0, 1], 2, "cpu")
+        link.deliver("h0.mlp", BWD, 70, [0, 1], 2, "cpu")
+    for rate, far in ((0.05, False), (0.03, True)):
+        run = tmp_path / f"r{rate}-s5"
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({**config, "loss_rate": rate}))
+        (run / "link_stats.json").write_text(json.dumps({"iters": 1500, **link.stats()}))
+        row = run_resends(str(run))
+        z_resent = (row["resent"] - row["resent_expected"]) / math.sqrt(row["resent_var"])
+        z_rounds = (row["rounds"] - row["rounds_expected"]) / math.sqrt(row["rounds_var"])
+        assert row["resent"] == link.stats()["total"]["retransmissions"] and row["iters"] == 1500
+        if far:
+            assert z_resent > 10 and z_rounds > 10, (z_resent, z_rounds)
+        else:
+            assert abs(z_resent) < 4 and abs(z_rounds) < 4, (z_resent, z_rounds)
+    unreliable = tmp_path / "u-s5"
+    unreliable.mkdir()
+    (unreliable / "config.json").write_text(json.dumps({**config, "transport": "unreliable"}))
+    (unreliable / "link_stats.json").write_text("{}")
+    assert run_resends(str(unreliable)) is None
+
+
 def test_bad_values_are_one_line_errors():
     import configurator
     defaults = configurator.train_defaults()
