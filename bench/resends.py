@@ -47,7 +47,10 @@ def run_resends(run_dir):
         return None
     with open(stats_path) as f:
         stats = json.load(f)
-    model = link_from(cfg).model
+    try:
+        model = link_from(cfg).model
+    except ValueError as e:
+        raise SummaryError(f"{run_dir}/config.json: {e}")
     q = model.stationary_loss
     row = dict(run=os.path.basename(run_dir), seed=cfg["seed"], iters=stats["iters"], bernoulli=isinstance(model, BernoulliLoss),
                sent=0, resent=0, resent_expected=0.0, resent_var=0.0, rounds=0, rounds_expected=0.0, rounds_var=0.0)
