@@ -62,8 +62,10 @@ COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_poin
            "paired_iters_to_2pct_ci_high"]
 
 
-# keys that differ between the seeds of one setting; any other difference is another setting
-PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from")
+# keys that differ between the seeds of one setting; any other difference is another setting.
+# `deterministic` picks kernels, not the computation: a plan may run one seed on a GPU with
+# deterministic kernels and another on a CPU (whose kernels are); dtype and tp_backend enter as resolved
+PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from", "deterministic")
 # keys that make one setting the treatment of another: the sync pattern and the link. Two runs
 # of one seed may be paired when their resolved configs differ in these (and PER_RUN_KEYS,
 # BOOKKEEPING_KEYS) only: same data, schedule, model size and iterations
@@ -166,6 +168,7 @@ def read_run(run_dir):
                observed_loss_rate=steps[-1].get("observed_loss_rate", 0.0) if steps else math.nan)
     # the setting is the whole resolved config but the seed: runs of one config file with
     # another max_iters (say, from two sweeps) are not averaged together
+    cfg = {**cfg, "tp_backend": tp_backend, "dtype": dtype}  # 'auto' as it resolved: float32 on a CPU equals float32
     row["_setting"] = json.dumps({k: v for k, v in cfg.items() if k not in PER_RUN_KEYS}, sort_keys=True)
     # settings with equal _comparable differ only in the sync pattern and the link: their runs of
     # one seed start from the same weights and see the same data, so they may be paired

@@ -56,3 +56,32 @@ def test_cli_table_json_and_one_line_errors(tmp_path):
                                "--contrast", "C1", "drop", "ref"]), "names must differ")
     assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "half", "ref",
                                "--tost", "-1"]), "--tost=-1.0")
+
+
+def test_seeds_on_a_gpu_and_a_cpu_are_one_setting_where_they_computed_the_same(tmp_path):
+    """A plan may run one seed on a GPU (deterministic kernels, dtype float32 given) and the others on a
+    CPU (dtype 'auto', which resolves to float32 there): the same setting, so its contrasts pair over
+    every seed. A GPU run whose 'auto' became bfloat16 computed something else: a setting of its own."""
+    fabricate(tmp_path)
+
+    def as_run_on(run_dir, device, dtype, deterministic):
+        cfg = json.loads((run_dir / "config.json").read_text())
+        cfg.update(dtype=dtype, deterministic=deterministic)
+        (run_dir / "config.json").write_text(json.dumps(cfg))
+        resolved = "float32" if dtype == "auto" and device == "cpu" else ("bfloat16" if dtype == "auto" else dtype)
+        (run_dir / "train.log").write_text(f"layout: dp=1 x tp=2 | backend: native (tp_backend='native') | "
+                                           f"device: {device} {resolved} compile=False | seed: 1\n")
+
+    for run_dir in tmp_path.iterdir():
+        seed = int(run_dir.name.rsplit("-s", 1)[1])
+        as_run_on(run_dir, "cuda" if seed == 2 else "cpu", "float32" if seed == 2 else "auto", seed == 2)
+    rows, _ = summary.read_runs([str(tmp_path)])
+    (c1,) = contrasts.family(summary.aggregate(rows), [("C1", "half", "ref")])
+    assert c1["n"] == 3 and c1["mean"] == pytest.approx(0.05 / 3)  # seed 2 (the GPU's) pairs with the others
+
+    as_run_on(tmp_path / "24comm-half-s2", "cuda", "auto", False)  # bfloat16 on the GPU
+    rows, _ = summary.read_runs([str(tmp_path)])
+    halves = [a for a in summary.aggregate(rows) if a["_name"].endswith("/half")]
+    assert sorted(a["n"] for a in halves) == [1, 2]
+    with pytest.raises(summary.SummaryError, match="ambiguous"):
+        contrasts.family(summary.aggregate(rows), [("C1", "half", "ref")])
