@@ -1,13 +1,12 @@
 """Exploratory, not a planned test: each planned contrast's paired difference at the GPU seed (39)
 beside the CPU seeds' (38, 40-48), as the amended host rule of plan.md asks ("shown apart").
 
-    python bench/studies/lost_packets/apart.py bench/studies/lost_packets/experiment_summary.csv
+    python -m bench.studies.lost_packets.apart bench/studies/lost_packets/experiment_summary.csv
 """
 import csv
 import sys
 
-import numpy as np
-from scipy import stats
+from bench.stats import paired_stats
 
 GPU_SEED, SEEDS = 39, range(38, 49)
 CONFIGS = ("shakespeare_char_24comm", "shakespeare_char_2comm")
@@ -25,11 +24,10 @@ def main(path):
     print("| --- | ---: | --- | --- | --- |")
     for name, config, a, b in contrasts:
         diff = {s: loss[(config, a, s)] - loss[(config, b, s)] for s in SEEDS}
-        cpu = np.array([d for s, d in diff.items() if s != GPU_SEED])
-        half = stats.t.ppf(0.975, len(cpu) - 1) * cpu.std(ddof=1) / np.sqrt(len(cpu))
-        inside = cpu.min() <= diff[GPU_SEED] <= cpu.max()
-        print(f"| {name} | {diff[GPU_SEED]:+.4f} | {cpu.mean():+.4f} [{cpu.mean() - half:+.4f}, {cpu.mean() + half:+.4f}] "
-              f"(n={len(cpu)}) | [{cpu.min():+.4f}, {cpu.max():+.4f}] | {'yes' if inside else 'no'} |")
+        cpu = [d for s, d in diff.items() if s != GPU_SEED]
+        st, inside = paired_stats(cpu), min(cpu) <= diff[GPU_SEED] <= max(cpu)
+        print(f"| {name} | {diff[GPU_SEED]:+.4f} | {st['mean']:+.4f} [{st['ci_low']:+.4f}, {st['ci_high']:+.4f}] "
+              f"(n={st['n']}) | [{min(cpu):+.4f}, {max(cpu):+.4f}] | {'yes' if inside else 'no'} |")
 
 
 if __name__ == "__main__":
