@@ -91,3 +91,19 @@ def test_evaluating_swaps_the_link_for_the_block_only():
     assert torch.equal(outs[0], outs[1])  # every eval sees the same packets
     assert not torch.equal(outs[0][0], d.sum(0))  # and they are lossy
     assert comm.link is training and training.sent == {}
+
+
+def test_a_ladder_sync_times_its_wait_at_landing():
+    """`dist`: a ladder's all-reduce is issued in cross and waited for in land; comm_ms must count the
+    wait (the part a hidden sync did not hide), not only the issue."""
+    import time
+    from comms import DistComm
+
+    class SlowWork:  # an async all-reduce that is still running when its sync lands
+        def wait(self):
+            time.sleep(0.05)
+    comm = DistComm(tp_size=2)
+    comm.timing = True
+    comm.in_flight["h0.attn"] = SlowWork()
+    comm.land(torch.zeros(1, 3), torch.ones(1, 3), "h0.attn", hidden=True)
+    assert not comm.in_flight and comm.counter.comm_seconds >= 0.05
