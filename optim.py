@@ -65,11 +65,18 @@ class MuonAdamW(torch.optim.AdamW):
             super().step()
         finally:
             self.param_groups = groups
+        # float16: a fused AdamW (on a GPU) takes the GradScaler's skipping on itself, so the scaler
+        # calls this step even after an overflow and leaves found_inf (and grad_scale, while the gradients
+        # are still scaled) on the optimizer. The AdamW groups honour them in their kernel; so must Muon,
+        # or an inf gradient becomes NaN weights. (Unfused, the scaler skips the whole step itself.)
+        found_inf, grad_scale = getattr(self, "found_inf", None), getattr(self, "grad_scale", None)
+        if found_inf is not None and found_inf.item():  # a host sync, under float16 only
+            return
         for group in groups:
             if group.get("muon"):
-                self._muon_step(group)
+                self._muon_step(group, grad_scale)
 
-    def _muon_step(self, group):
+    def _muon_step(self, group, grad_scale=None):
         s = self.muon_settings
         params = [p for p in group["params"] if p.grad is not None]
         updates = []
@@ -78,9 +85,10 @@ class MuonAdamW(torch.optim.AdamW):
             if not state:  # a step count too, as AdamW's states have (AdamW's load_state_dict expects one)
                 state.update(step=torch.tensor(0.0), momentum_buffer=torch.zeros_like(p))
             state["step"] += 1
+            grad = p.grad if grad_scale is None else p.grad / grad_scale.to(p.grad.dtype)
             buf = state["momentum_buffer"]
-            buf.lerp_(p.grad, 1 - s["momentum"])
-            updates.append(p.grad.lerp(buf, s["momentum"]) if s["nesterov"] else buf)
+            buf.lerp_(grad, 1 - s["momentum"])
+            updates.append(grad.lerp(buf, s["momentum"]) if s["nesterov"] else buf)
         sharded = [i for i, p in enumerate(params) if id(p) in self.layers]
         everyone = self.comm.gather_shards([updates[i] for i in sharded], everyone=True)  # (T, ...) each: every rank's shards
         for i, shards in zip(sharded, everyone):

@@ -82,3 +82,39 @@ def test_orthogonalizing_each_shard_alone_would_differ():
     whole = newton_schulz(g, *settings)
     halves = torch.cat([newton_schulz(h, *settings) for h in g.chunk(2)])
     assert (whole - halves).abs().max() > 0.05
+
+
+@pytest.mark.parametrize("unscaled", [True, False])
+def test_an_overflow_step_under_float16_changes_nothing(unscaled):
+    """dtype='float16': with a fused AdamW (a GPU's) the GradScaler calls the step even after an
+    overflow and leaves the skipping to the optimizer (found_inf). An all-inf gradient must leave every
+    weight and every state (AdamW's moments, Muon's momentum) as it was; a finite one must step."""
+    model = tiny(2)
+    optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.99), "cuda", optimizer="muon")  # fused on this CPU
+    assert optimizer.defaults.get("fused") and optimizer._step_supports_amp_scaling
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    generator = torch.Generator().manual_seed(6)
+
+    def step(grad):
+        scaler.scale(torch.ones(()))  # the scaler's scale is made at its first use
+        for p in model.parameters():
+            p.grad = grad(p) * scaler.get_scale()  # as scaler.scale(loss).backward() leaves them
+        if unscaled:  # step.py unscales before clipping; otherwise the optimizer gets grad_scale too
+            scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+    step(lambda p: torch.randn(p.shape, generator=generator))  # a finite step: momentum buffers exist
+    before = ({n: p.detach().clone() for n, p in model.named_parameters()},
+              {id(p): {k: v.clone() for k, v in s.items()} for p, s in optimizer.state.items()})
+    assert any("momentum_buffer" in s for s in before[1].values())
+    step(lambda p: torch.full(p.shape, float("inf")))
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), before[0][name]), name
+    for p, state in optimizer.state.items():
+        for key, value in state.items():
+            assert torch.equal(value, before[1][id(p)][key]), key
+    assert scaler.get_scale() == 2.0 ** 9  # the scaler saw the overflow and backed off
+    step(lambda p: torch.randn(p.shape, generator=generator))
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    matrices = {id(p) for p in muon_params(model)}
+    assert all(not torch.equal(p.detach(), before[0][n]) for n, p in model.named_parameters() if id(p) in matrices)
