@@ -225,7 +225,7 @@ class GPT(nn.Module):
         self.sync_points = count_sync_points(config.block_types, config.tp_size)
         self.exposed_syncs = len(exposed_sync_points(config.block_types, config.tp_size))
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
-        self.moe_aux_loss_coef = 0.01  # the weight of the experts' load-balancing loss in training (train.py's key)
+        self.moe_aux_loss_coef = 0.01  # the weight of each block's load-balancing loss in training (train.py's key)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("in", "attn", "mlp")] + ["exit"]
         self.comm.counter.slots = {point: FIRST_SLOT + i for i, point in enumerate(points)}  # every possible sync point
@@ -364,13 +364,17 @@ class GPT(nn.Module):
         Rb, B, L, _ = logits.size()
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.expand(Rb, B, L).reshape(-1),
                                ignore_index=-1)
-        if self.training and self.config.n_experts:  # each rank's own load-balancing term, in its own loss
-            loss = loss + self.moe_aux_loss_coef * self.moe_aux_loss()
+        if self.training and self.config.n_experts:  # each rank's own load-balancing terms, in its own loss:
+            loss = loss + self.moe_aux_loss_coef * torch.stack(self._moe_aux_losses()).sum()  # every block's (Megatron)
         return self.comm.loss_mean(loss)
 
+    def _moe_aux_losses(self):
+        return [block.mlp.aux_loss for block in self.transformer.h if isinstance(getattr(block, "mlp", None), MoEMLP)]
+
     def moe_aux_loss(self):
-        """The experts' load-balancing loss of the last forward: the mean over blocks (moe.py); None without experts."""
-        losses = [block.mlp.aux_loss for block in self.transformer.h if isinstance(getattr(block, "mlp", None), MoEMLP)]
+        """The experts' load-balancing loss of the last forward, as logged: the mean over blocks (1 when
+        every block is balanced, moe.py); the training loss adds each block's. None without experts."""
+        losses = self._moe_aux_losses()
         return torch.stack(losses).mean() if losses and losses[0] is not None else None
 
     def head(self, b, d, targets=None):

@@ -11,11 +11,14 @@ where the ranks' states differ (after an unsynchronised attention: `spd`, `paral
 chooses for its own x, and its partial is its own experts' units applied to its own x.
 
 For token i, top-k routing chooses the k experts of largest router probability p_ie and weighs them
-by p_ie renormalised over the k (Mixtral). The load-balancing loss (Switch Transformer) is
+by p_ie renormalised over the k (Mixtral); at k = 1 by p_ie itself (Switch Transformer), since a weight
+renormalised over one expert is always 1 and the router would learn nothing from the language-model
+loss, only from the balancing loss. The load-balancing loss (Switch Transformer) is
     aux = E * sum_e f_e * P_e,  f_e: the share of the N*k choices that went to expert e,
                                 P_e: the mean router probability of e over the N tokens,
 which is 1 when the load is uniform; it is the mean over the ranks held here, and the model adds
-moe_aux_loss_coef x aux to each rank's training loss (model.GPT.loss).
+moe_aux_loss_coef x aux of every block to each rank's training loss (model.GPT.loss: summed over the
+blocks, as Megatron adds each layer's).
 Shape letters: R ranks held here, N = B*L tokens, C n_embd, E n_experts, k experts_top_k.
 """
 
@@ -59,7 +62,8 @@ class MoEMLP(nn.Module):
         probs = F.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)  # (Rx, N, E)
         top_p, top_e = probs.topk(self.top_k, dim=-1)  # (Rx, N, k)
         chosen = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, top_e, True)  # (Rx, N, E)
-        gates = torch.zeros_like(probs).scatter(-1, top_e, top_p / top_p.sum(-1, keepdim=True))  # (Rx, N, E)
+        weights = top_p / top_p.sum(-1, keepdim=True) if self.top_k > 1 else top_p  # k=1: p itself (Switch)
+        gates = torch.zeros_like(probs).scatter(-1, top_e, weights)  # (Rx, N, E)
         load = chosen.float().mean(1) / self.top_k  # (Rx, E): f_e, the share of the choices
         self.aux_loss = (len(self.experts) * (load * probs.mean(1)).sum(-1)).mean()  # the mean over ranks
         out = None  # (R, N, C) once the first expert tells R

@@ -62,7 +62,7 @@ dropout = 0.0
 bias = True
 n_experts = 0  # > 0: every MLP a mixture of experts, each sharded over the TP ranks like the dense MLP (moe.py)
 experts_top_k = 2  # the experts each token is routed to
-moe_aux_loss_coef = 0.01  # the weight of the experts' load-balancing loss in the training loss
+moe_aux_loss_coef = 0.01  # each block's load-balancing loss's weight in the training loss (summed: Megatron's)
 # tensor parallelism
 tp_size = 2
 tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process per TP rank (torchrun)

@@ -24,7 +24,8 @@ def tiny(tp_size, block_types="tp", n_experts=4, top_k=2, dtype=torch.float32):
 
 def reference_partials(dense, x, top_k, T):
     """Rank r's partial output, by hand in float64: route each token of x[r] (its own input) to its
-    top_k experts, weigh them by the renormalised router probabilities, and apply rank r's hidden
+    top_k experts, weigh them by the router probabilities (renormalised over the top_k when top_k > 1:
+    Mixtral; the probability itself at top_k = 1: Switch Transformer), and apply rank r's hidden
     units of each chosen expert (rows r*4C/T.. of c_fc, the same columns of c_proj) plus bias/T."""
     R, N, C = x.shape
     H = 4 * C // T
@@ -33,7 +34,7 @@ def reference_partials(dense, x, top_k, T):
         for n in range(N):
             probs = torch.softmax(dense["router"] @ x[r, n], dim=0)
             top = torch.topk(probs, top_k).indices.tolist()
-            total = sum(probs[e] for e in top)
+            total = sum(probs[e] for e in top) if top_k > 1 else 1.0
             for e in top:
                 w1, b1 = dense[f"{e}.c_fc.weight"][r * H:(r + 1) * H], dense[f"{e}.c_fc.bias"][r * H:(r + 1) * H]
                 w2, b2 = dense[f"{e}.c_proj.weight"][:, r * H:(r + 1) * H], dense[f"{e}.c_proj.bias"]
@@ -42,11 +43,11 @@ def reference_partials(dense, x, top_k, T):
     return out
 
 
-@pytest.mark.parametrize("T", [1, 2, 4])
-def test_each_rank_routes_its_own_state_and_runs_its_units(T):
+@pytest.mark.parametrize("T, top_k", [(1, 2), (2, 2), (4, 2), (2, 1)])
+def test_each_rank_routes_its_own_state_and_runs_its_units(T, top_k):
     """Ranks whose inputs differ (after an unsynchronised attention) choose their own experts."""
     torch.manual_seed(1)
-    model = tiny(T, dtype=torch.float64)
+    model = tiny(T, top_k=top_k, dtype=torch.float64)
     moe = model.transformer.h[0].mlp
     assert isinstance(moe, MoEMLP)
     dense = {"router": moe.router.weight}
@@ -58,11 +59,11 @@ def test_each_rank_routes_its_own_state_and_runs_its_units(T):
     x = torch.randn(T, 2, 5, 16, dtype=torch.float64)  # (R, B, L, C): every rank its own state
     with torch.no_grad():
         out = moe(x)
-        want = reference_partials(dense, x.view(T, 10, 16), 2, T).view(T, 2, 5, 16)
+        want = reference_partials(dense, x.view(T, 10, 16), top_k, T).view(T, 2, 5, 16)
         assert torch.allclose(out, want, atol=1e-12, rtol=1e-10)
         shared = moe(x[:1])  # one state every rank shares: the partials sum to the dense MoE's output
         assert torch.allclose(moe(x[:1], summed=True)[0], shared.sum(0), atol=1e-12)
-        assert torch.allclose(shared.sum(0), reference_partials(dense, x[:1].view(1, 10, 16).expand(T, 10, 16), 2, T)
+        assert torch.allclose(shared.sum(0), reference_partials(dense, x[:1].view(1, 10, 16).expand(T, 10, 16), top_k, T)
                               .sum(0).view(2, 5, 16), atol=1e-12)
 
 
@@ -79,6 +80,34 @@ def test_load_balancing_loss_is_switch_transformers():
         chosen = torch.zeros_like(probs).scatter(-1, probs.topk(2, dim=-1).indices, 1.0)
         want = 4 * (chosen.mean(0) / 2 * probs.mean(0)).sum()
         assert math.isclose(moe.aux_loss.item(), want.item(), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_the_router_learns_from_the_language_model_loss(top_k):
+    """With the balancing loss off, the router's gradient comes from the cross-entropy alone: non-zero
+    at every k (at k=1 a gate renormalised over one expert would be 1, a constant, and give none)."""
+    model = tiny(2, top_k=top_k)
+    model.moe_aux_loss_coef = 0.0
+    x, y = torch.randint(0, 50, (3, 16)), torch.randint(0, 50, (3, 16))
+    model(x, y)[1].backward()
+    for block in model.transformer.h:
+        assert block.mlp.router.weight.grad.abs().max() > 1e-6
+
+
+def test_each_block_balancing_loss_is_added_to_the_training_loss():
+    """Megatron's convention: moe_aux_loss_coef weighs every block's balancing loss, summed over the
+    blocks (not their mean); the logged moe_aux_loss is their mean, 1 when balanced."""
+    model = tiny(2)
+    x, y = torch.randint(0, 50, (3, 16)), torch.randint(0, 50, (3, 16))
+    model.moe_aux_loss_coef = 0.0
+    torch.manual_seed(2)
+    plain = model(x, y)[1].item()
+    model.moe_aux_loss_coef = 0.5
+    torch.manual_seed(2)
+    with_aux = model(x, y)[1].item()
+    per_block = [block.mlp.aux_loss.item() for block in model.transformer.h]
+    assert len(per_block) == 2 and math.isclose(with_aux - plain, 0.5 * sum(per_block), rel_tol=1e-5)
+    assert math.isclose(model.moe_aux_loss().item(), sum(per_block) / 2, rel_tol=1e-6)
 
 
 @pytest.mark.parametrize("T", [2, 4])
