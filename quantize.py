@@ -13,13 +13,19 @@ per_token = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}  # dtype -> its larg
 
 def quantized(x, dtype):
     """x as a receiver gets it when it is sent in `dtype` (None: x itself): bfloat16 by a cast, float8 and
-    int8 scaled per token (row) by absmax / the dtype's largest value, rounded, and scaled back."""
+    int8 scaled per token (row) by absmax / the dtype's largest value, rounded, and scaled back.
+
+    A non-finite value (an overflow upstream) arrives as itself, as a bfloat16 cast keeps it, and the
+    row's scale is its finite values' absmax: an inf scale would turn every value of the row into NaN
+    (0 x inf), numbers that differ from what was sent. The run's NaN guard sees the non-finite loss."""
     if dtype is None or x.dtype == dtype:
         return x
     if dtype not in per_token:
         return x.to(dtype).to(x.dtype)
     work = torch.promote_types(x.dtype, torch.float32)  # the scale and its product: float32, or float64
-    scale = x.detach().to(work).abs().amax(-1, keepdim=True).clamp(min=1e-30) / per_token[dtype]  # (..., 1)
-    q = x.detach().to(work) / scale
+    sent_dtype, x = x.dtype, x.detach().to(work)
+    finite = torch.isfinite(x)
+    scale = torch.where(finite, x.abs(), 0).amax(-1, keepdim=True).clamp(min=1e-30) / per_token[dtype]  # (..., 1)
+    q = torch.where(finite, x, 0) / scale
     q = q.round().clamp(-127, 127).to(dtype) if dtype == torch.int8 else q.to(dtype)
-    return (q.to(work) * scale).to(x.dtype)
+    return torch.where(finite, q.to(work) * scale, x).to(sent_dtype)

@@ -117,6 +117,25 @@ def test_schemes_match_the_per_rank_reference(pattern, tp_size, fraction, sync_d
         assert rel_err(plain(idx, idx)[0], expected) > 1e-6 or (fraction, sync_dtype) == (1.0, "")
 
 
+@pytest.mark.parametrize("sync_dtype", ["int8", "float8_e4m3fn"])
+def test_a_non_finite_value_in_a_quantized_message_stays_where_it_was(sync_dtype):
+    """An overflow upstream puts an inf or a NaN in a message: it arrives as itself (as a bfloat16 cast
+    keeps it) and the rest of its row as the codec sends the row's finite values (an inf scale made the
+    whole row NaN); a model whose partials hold an inf ends in a non-finite loss, for the NaN guard."""
+    from quantize import SYNC_DTYPES, quantized
+    x = torch.randn(3, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    x[0, 3], x[1, 5] = float("inf"), float("nan")
+    got = quantized(x, SYNC_DTYPES[sync_dtype])
+    finite = torch.isfinite(x)
+    assert torch.equal(got[finite], sent_as(torch.where(finite, x, 0), sync_dtype)[finite])
+    assert got[0, 3] == float("inf") and got[1, 5].isnan()
+    model = model_for(["tp", "spd"], 2, dtype=sync_dtype)
+    with torch.no_grad():
+        model.transformer.h[0].attn.c_proj.weight[0, 0, 0] = float("inf")  # rank 0's partial: an inf channel
+    idx, targets = batch()
+    assert not torch.isfinite(model(idx, targets)[1])
+
+
 def test_lossless_ladder_at_tp2_is_the_ladder_transformer_at_tp1():
     """A ladder model is an architecture (the Ladder Transformer) at tp_size=1, with no syncs; TP=2 on a
     lossless network computes it: the same loss and gradients (up to summation order)."""
