@@ -11,6 +11,9 @@ Each round runs `python bench/throughput.py --rounds 1 <args>` once per checkout
 warm-up each time), one thread, nothing else should run meanwhile.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import statistics

@@ -18,6 +18,9 @@ arguments go to train.py.
 batch 8, on char-level Shakespeare.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import math

@@ -6,6 +6,9 @@ every field the older run wrote (fields the newer code adds are listed, not comp
     python bench/compare_runs.py /tmp/before /tmp/after
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import json
 import os
 import sys

@@ -16,6 +16,9 @@ lost-packets plan: a contrast is "within +-M" when its 90% interval lies inside 
 t tests at 5%, unadjusted). --json writes every number.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import sys

@@ -16,6 +16,9 @@ functions. Batches in one eval are not independent of the model, so this is the 
 estimate over the val distribution, which is what a reader compares configs on.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import math

@@ -30,6 +30,9 @@ lower in mean cost and faster in mean time; among settings that reached the targ
 the fastest of them, named with both intervals. Writes frontier.md, frontier.json and frontier.png to --out.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import os

@@ -22,6 +22,9 @@ Each time is the median over --rounds rounds of --steps timed calls (after --war
 a GPU. Prints a markdown table and writes the numbers, the device and torch's version to --out.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import platform

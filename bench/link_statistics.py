@@ -11,6 +11,9 @@ tests/test_lossy.py asserts the same quantities within 4 standard errors, with t
 (bench/harness.py).
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 
 import numpy as np

@@ -11,6 +11,9 @@ Step times: the link settings take turns, round after round, each measurement
 over rounds of its step time / the lossless step time of the same round.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import statistics
 import time

@@ -14,6 +14,9 @@ context, the allocator's fragmentation and NCCL buffers, which this does not mod
     python -m bench.memory --shapes char      # one shape
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import sys

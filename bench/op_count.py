@@ -11,6 +11,9 @@ With --nanogpt_dir (see bench/vs_nanogpt.py for the pinned checkout), nanoGPT's 
 with the same shape is counted too, and every config's difference from it is printed.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import collections
 import contextlib

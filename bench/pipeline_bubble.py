@@ -14,6 +14,9 @@ ignores: the boundary sends, the per-step collectives over the stages (loss, cou
 tied weight) and uneven stages (the embedding on the first, the head on the last).
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import statistics

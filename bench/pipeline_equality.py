@@ -19,6 +19,9 @@ control: a step where the gradient spikes amplifies any change of summation orde
 not, and clipping carries it into the following steps.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import sys

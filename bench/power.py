@@ -14,6 +14,9 @@ noncentrality effect * sqrt(n) / std, computed exactly from scipy.stats.nct (ben
 power_at and seeds_needed; this file is their command line).
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import math
 import sys

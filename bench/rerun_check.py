@@ -16,6 +16,9 @@ count differs:
         config/train_shakespeare_char_2comm.py --max_iters 150 --slots 8     # on a lent GPU
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import sys

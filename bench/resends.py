@@ -12,6 +12,9 @@ extra rounds independent with the analytic mean and variance. Both assume indepe
 printed for Bernoulli links only (a Gilbert-Elliott link's losses come in bursts: expected values only).
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import math

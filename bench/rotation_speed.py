@@ -11,6 +11,9 @@ Prints, per message size: ms per message (median over rounds) for each, and the 
 butterfly / GEMM (geometric mean and its 95% t interval over rounds).
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import math
 import statistics

@@ -23,6 +23,9 @@ Writes per checkpoint <out>/<name>.json (deltas, ranking, every pattern's loss),
 them sensitivity.csv, patterns.csv and sensitivity.png; prints the tables.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import csv
 import json

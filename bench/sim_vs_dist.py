@@ -11,6 +11,9 @@ Both runs draw the same packet masks, so the packet counts must match exactly: a
 counts differ is marked, and the script exits non-zero.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import sys

@@ -29,6 +29,9 @@ the collectives cost, and what that projects to for GPT-2 124M with TP=2 across 
 Results go to stdout (markdown tables) and bench/step_time.json / bench/step_time.png.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import os

@@ -29,6 +29,9 @@ The reading, aggregating and pairing are bench/summary.py's (a library); the sta
 bench/stats.py's. This file is the command line: the CSV, noise_floor.json, the plots.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import csv
 import json

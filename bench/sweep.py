@@ -31,6 +31,9 @@ finish, skips finished runs and resumes interrupted ones; this process stays up 
         --gpus_per_run 8 --time_min 720 --slots 33
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import os

@@ -19,6 +19,9 @@ With --partials, every TP config also runs the way `sim` did before a synced sub
 its ranks in one GEMM (comms.SimComm.sums_in_gemm): per-rank partials, then the sync's sum.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import statistics

@@ -20,6 +20,9 @@ reached the target). Writes time_to_target.png (val loss vs projected wall-clock
 bandwidth) to --out.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import os
 import statistics

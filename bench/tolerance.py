@@ -26,6 +26,9 @@ guess of the true cost (and the largest of many, selected for being large, an in
 a smallest cost worth detecting is known, plan for it with bench/power.py --effect.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import csv
 import json

@@ -9,6 +9,9 @@ batches), so each slope is a within-seed comparison.
     python -m bench.trend bench/studies/cliff/experiment_summary.csv --seeds 9-16 --min_syncs 1
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import csv
 import math

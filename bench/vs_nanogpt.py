@@ -38,6 +38,9 @@ over iterations [--warmup, --iters), which excludes iteration 0 and its eval. Wh
   `step max_iters` is, as here, the model after max_iters updates.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import json
 import os

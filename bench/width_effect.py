@@ -12,6 +12,9 @@ both widths (the initial weights differ: another shape), so the change is paired
 A change whose interval includes 0 is unresolved, not "the same at both widths".
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import csv
 import os
