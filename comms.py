@@ -35,7 +35,8 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from counting import SyncCounter
-from links import BWD, FWD, AllArrive, LosslessLink, Recorded, Replayed
+from links import BWD, FWD, LosslessLink
+from masks import AllArrive, Recorded, Replayed
 from quantize import SYNC_DTYPES, per_token, quantized
 
 

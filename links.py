@@ -23,9 +23,9 @@ import torch
 import torch.distributed as dist
 
 from loss_models import GE_PRESETS, BernoulliLoss, GilbertElliottLoss  # noqa: F401 (links' names)
+from masks import BWD, FWD, Drawn  # noqa: F401 (FWD, BWD: links' names for the directions)
 from rotation import Rotation
 
-FWD, BWD = 0, 1
 DIRECTIONS = ("fwd", "bwd")
 
 class _Stream:
@@ -38,91 +38,6 @@ class _Stream:
         self.ahead = None  # Gilbert-Elliott states drawn but not used yet (after self.bad's packet)
         self.last_lost = torch.zeros((), dtype=torch.bool, device=device)  # joins bursts across messages
         self.overflow = torch.zeros((), dtype=torch.long, device=device)
-
-
-# Where a lossy link's masks come from: one choice at a time, held by the link (LossyLink.source).
-class Drawn:
-    """The default: each message's masks drawn from its link's stream as the syncs run."""
-    points = ()  # sync points known before they run (a Planned source's)
-
-    def arrived(self, link, key, point, n_packets, device):
-        return link.counted(point, key[2], *link.draw(link.stream(*key, device), n_packets))
-
-    def begin_round(self, micro_batches):
-        pass
-
-    def fresh(self):
-        return Drawn()
-
-
-class Planned(Drawn):
-    """Pipeline stages (pipeline.py) run a stage's syncs in another order than the unpipelined
-    model (micro-batches interleave across stages), but each stream must be drawn in the unpipelined
-    order: per step (a "round"), a stream is drawn at once for every micro-batch and every sync point
-    of the model (points, in forward order), and this stage takes the masks of its own points."""
-
-    def __init__(self, points, own_points):
-        self.points, self.own = list(points), set(own_points)
-        self.queued, self.drawn, self.round_size = {}, set(), 1
-
-    def begin_round(self, micro_batches):
-        leftover = [key for key, masks in self.queued.items() if masks]
-        if leftover:  # a sync the plan expected never ran: the model and the plan disagree
-            raise RuntimeError(f"lossy link: masks drawn for {leftover[0]} were never used")
-        self.queued, self.drawn, self.round_size = {}, set(), micro_batches
-
-    def arrived(self, link, key, point, n_packets, device):
-        if key not in self.drawn:
-            self.drawn.add(key)
-            stream = link.stream(*key, device)
-            for _ in range(self.round_size):  # the backward pass runs the points in reverse
-                for p in self.points if key[2] == FWD else self.points[::-1]:
-                    drawn = link.draw(stream, n_packets)
-                    if p in self.own:
-                        self.queued.setdefault((*key, p), []).append(drawn)
-        lost, starts = self.queued[(*key, point)].pop(0)
-        if len(lost) != n_packets:
-            raise RuntimeError(f"lossy link: sync point {point} sent {n_packets} packets, the plan drew {len(lost)}")
-        return link.counted(point, key[2], lost, starts)
-
-    def fresh(self):
-        return Planned(self.points, self.own)
-
-
-class Recorded:
-    """Activation checkpointing: a block's forward keeps every mask it takes from `inner` on its
-    tape, in order, so that its recompute in the backward pass (Replayed) sees the same packets."""
-
-    def __init__(self, inner, tape):
-        self.inner, self.tape = inner, tape
-
-    @property
-    def points(self):
-        return self.inner.points
-
-    def arrived(self, link, key, point, n_packets, device):
-        arrived = self.inner.arrived(link, key, point, n_packets, device)
-        self.tape.setdefault((*key, point), []).append(arrived)
-        return arrived
-
-
-class Replayed:
-    """A checkpointed block's recompute: the masks its forward took, again; nothing counted twice."""
-    points = ()
-
-    def __init__(self, tape):
-        self.tape = tape
-
-    def arrived(self, link, key, point, n_packets, device):
-        return self.tape[(*key, point)].pop(0)
-
-
-class AllArrive:
-    """A pass that only finds shapes (comms.TPComm.dry_run): every packet arrives, nothing drawn or counted."""
-    points = ()
-
-    def arrived(self, link, key, point, n_packets, device):
-        return torch.ones(n_packets, dtype=torch.bool, device=device)
 
 
 class LossyLink:
@@ -218,24 +133,30 @@ class LossyLink:
             self.count_sent(point, direction, n_packets * len(receivers) * (tp_size - 1))
             return
         for j, r in ((j, r) for r in receivers for j in range(tp_size) if j != r):
-            self.resend_rounds(self.stream(j, r, direction, device), point, direction, n_packets)
+            self.source.resent(self, (j, r, direction), point, n_packets, device)
 
-    def resend_rounds(self, stream, point, direction, n_packets):
+    def resend_rounds(self, stream, n_packets):
         """One message sent until all n_packets arrived, each round resending the lost ones, drawn from the
-        link's stream (sim, dist and a resumed run draw the same). Every transmission counts as sent, every
-        loss as lost (= a retransmission); the round count goes to a histogram kept in `lost` under
-        (point, direction, 'rounds'), so that checkpoints merge and split it like the other counters."""
-        pending, rounds = n_packets, 0
+        link's stream (sim, dist and a resumed run draw the same; a pipeline stage, in the unpipelined
+        order: the mask source's `resent`): each round's (lost flags, bursts started)."""
+        rounds, pending = [], n_packets
         while pending:
-            rounds += 1
-            if rounds > self.MAX_ROUNDS:
-                raise RuntimeError(f"reliable link: a message at {point} still lost packets after {self.MAX_ROUNDS} rounds")
-            lost = ~self.counted(point, direction, *self.draw(stream, pending))
-            pending = int(lost.sum())  # a host sync per round: the next round's size
+            if len(rounds) == self.MAX_ROUNDS:
+                raise RuntimeError(f"reliable link: a message still lost packets after {self.MAX_ROUNDS} rounds")
+            rounds.append(self.draw(stream, pending))
+            pending = int(rounds[-1][0].sum())  # a host sync per round: the next round's size
+        return rounds
+
+    def count_rounds(self, point, direction, rounds):
+        """Count one reliable message's rounds: every transmission as sent, every loss as lost (= a
+        retransmission); the round count goes to a histogram kept in `lost` under (point, direction,
+        'rounds'), so that checkpoints merge and split it like the other counters."""
+        for lost, starts in rounds:
+            self.counted(point, direction, lost, starts)
         key = (point, direction, "rounds")
         if key not in self.lost:
             self.lost[key] = torch.zeros(self.ROUND_BINS, dtype=torch.long)
-        self.lost[key][min(rounds, self.ROUND_BINS) - 1] += 1
+        self.lost[key][min(len(rounds), self.ROUND_BINS) - 1] += 1
 
     def arrived(self, src, dst, direction, point, n_packets, device):
         """Arrival flags (True = arrived) of one message's packets on link src -> dst, from the source."""

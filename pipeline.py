@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from links import Planned
+from masks import Planned
 from model import GPT, sync_point_names
 from step import Step
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from comms import SimComm
-from links import Drawn, link_from
+from links import link_from
+from masks import Drawn
 from model import GPT, GPTConfig
 
 PATTERNS = {"24comm": "tp", "7comm": "spd,parallel", "2comm": "parallel*5,spd"}  # n_layer=6: 12, 3+1, 1 syncs

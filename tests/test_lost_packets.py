@@ -14,7 +14,8 @@ from bench.harness import link_args, records, run_train, torchrun
 from bench.step_time import rounds_cdf
 from comms import SimComm
 from conftest import SMALL, TINY, assert_one_line_error
-from links import BWD, FWD, GE_PRESETS, AllArrive, LosslessLink, link_from
+from links import BWD, FWD, GE_PRESETS, LosslessLink, link_from
+from masks import AllArrive
 from model import GPT, GPTConfig
 from rotation import blocks, hadamard, transform
 from test_dist import assert_same_run
@@ -189,6 +190,40 @@ def test_resend_rounds_match_the_analytic_distribution(name, loss, n_packets):
         assert abs(o - p) <= 4.5 * math.sqrt(p * (1 - p) / messages) + 1e-9, (k, o, p)
     mean_rounds, expected = (np.arange(1, len(histogram) + 1) * histogram).sum() / messages, 1 + (1 - cdf).sum()
     print(f"{name}: mean rounds {mean_rounds:.4f}, analytic {expected:.4f}")
+
+
+def test_pipeline_stages_resend_what_the_unpipelined_run_resends():
+    """transport='reliable' with pipeline stages: each stage's resend rounds are drawn in the unpipelined
+    order (links.Planned), so the two stages together count, point by point, what one unpipelined link
+    counts; before, every stage drew its first messages from the streams' start (stage 1 repeated stage 0)."""
+    from masks import Planned
+    config = dict(loss_model="bernoulli", loss_rate=0.2, transport="reliable", seed=4)
+    points, micro_batches = ["h0.attn", "h0.mlp", "h1.attn", "h1.mlp"], 3
+    stages = [points[:2], points[2:]]
+
+    def one_step(link, own):  # a step of micro-batches as a stage runs its own points (GPipe: all forwards first)
+        link.begin_round(micro_batches)
+        for direction, order in ((FWD, own), (BWD, own[::-1])):
+            for _ in range(micro_batches):
+                for point in order:
+                    link.deliver(point, direction, 12, [0, 1], 2, "cpu")
+
+    plain = link_from(config)
+    piped = [link_from(config) for _ in stages]
+    for link, own in zip(piped, stages):
+        link.use(Planned(points, own))
+    for _ in range(2):
+        one_step(plain, points)
+        for link, own in zip(piped, stages):
+            one_step(link, own)
+    counters = ("sent", "lost", "bursts")
+    for link, own in zip(piped, stages):
+        for name in counters:  # every (point, direction) and resend-round histogram of this stage's points
+            want = {k: torch.as_tensor(v) for k, v in getattr(plain, name).items() if k[0] in own}
+            got = {k: torch.as_tensor(v) for k, v in getattr(link, name).items()}
+            assert want.keys() == got.keys() and all(torch.equal(got[k], want[k]) for k in want), name
+    lost = {k: int(v.sum()) for k, v in plain.lost.items() if len(k) == 2}
+    assert all(v > 0 for v in lost.values()) and len(set(lost.values())) > 1  # real, distinct draws
 
 
 def test_resends_report_measures_against_the_run_own_model(tmp_path):
