@@ -117,6 +117,7 @@ class TPComm:
         self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
         self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
+        self.traced_delivery = False  # a reliable link's syncs traced by torch.compile: (element size, device)
 
     def sync(self, b, d, point):
         """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
@@ -135,11 +136,16 @@ class TPComm:
             return d  # a sync over one rank is the identity: nothing to count
         shared = round(self.sync_fraction * d.shape[-1])
         sent = d if shared == d.shape[-1] else d[..., :shared]
-        if torch.compiler.is_compiling() and not self.link.lossy and self.sync_dtype is None:
+        if torch.compiler.is_compiling() and not self.link.loses(FWD) and not self.link.loses(BWD) \
+                and self.sync_dtype is None:
             # traced into the graph: no Python runs per call, so the backward mirror exchange
-            # (autograd's broadcast of the sum) is counted here, from the structure
+            # (autograd's broadcast of the sum) is counted here, from the structure. A reliable link
+            # (every packet arrives) is traced too: the graph, so every number, is the lossless run's;
+            # its packets and resend rounds are drawn after the pass (deliver_traced)
             backward = int(torch.is_grad_enabled() and d.requires_grad)
             self.counter.add(point, self.message_bytes(sent), 1, backward, device=d.device)
+            if self.link.lossy:  # set while tracing (an eval's lossless graph leaves it as training set it)
+                self.traced_delivery = (sent.element_size(), d.device)
             message = self._sum_traced(sent)
         else:  # a lossy sync is a graph break: the link runs eagerly. A partial sync's message is read at once
             # (joined to the private channels below), so its all-reduce cannot be left in flight
@@ -148,6 +154,12 @@ class TPComm:
             return message
         private = d[..., shared:]  # each rank keeps its own
         return torch.cat([message.expand(*private.shape[:-1], shared), private], dim=-1)
+
+    def deliver_traced(self, micro_batches):
+        """After a step's compiled passes over a reliable link: their packets and resend rounds (links.py)."""
+        if self.traced_delivery:
+            element_size, device = self.traced_delivery
+            self.link.deliver_counted(self.counter, micro_batches, element_size, self.ranks, self.tp_size, device)
 
     @torch.compiler.disable
     def _eager_send(self, d, point, later):

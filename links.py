@@ -135,6 +135,22 @@ class LossyLink:
         for j, r in ((j, r) for r in receivers for j in range(tp_size) if j != r):
             self.source.resent(self, (j, r, direction), point, n_packets, device)
 
+    def deliver_counted(self, counter, micro_batches, element_size, receivers, tp_size, device):
+        """A step's syncs that ran inside a compiled graph (comms.TPComm.deliver_traced), delivered after it
+        as the eager syncs deliver them, from what the counter counted: per stream, micro-batch by
+        micro-batch, the points in forward order (the backward's in reverse). Each point must have run
+        once per micro-batch; messages of nbytes / element_size elements each."""
+        forward, backward, _, nbytes = counter.totals()
+        points = counter.points  # forward syncs per point, in the model's forward order
+        if forward and (set(points.values()) != {micro_batches} or backward not in (0, forward)):
+            raise RuntimeError(f"reliable link under torch.compile: sync points ran {points} times, backward "
+                               f"{backward}; the draws after a compiled step assume each point once per micro-batch")
+        n_packets = self.packets(nbytes // max(1, forward + backward) // element_size, element_size)[0]
+        for direction, order in ((FWD, list(points)), (BWD, list(points)[::-1]))[:1 + bool(backward)]:
+            for _ in range(micro_batches):
+                for point in order:
+                    self.deliver(point, direction, n_packets, receivers, tp_size, device)
+
     def resend_rounds(self, stream, n_packets):
         """One message sent until all n_packets arrived, each round resending the lost ones, drawn from the
         link's stream (sim, dist and a resumed run draw the same; a pipeline stage, in the unpipelined

@@ -126,6 +126,7 @@ class Step:
         counter = self.comm.counter
         counter.reset()
         loss, tokens = self.forward_backward(batch)
+        self.comm.deliver_traced(self.micro_batches)  # a compiled reliable link's packets (comms.py)
         params = list(self.model.parameters())
         self.comm.reduce_replicated_grads(params)  # `dist`: sum the replicated grads over the TP group
         self.reduce_grads(params)

@@ -17,6 +17,7 @@ PATTERNS = {"tp": 12, "tp,spd": 9, "spd": 6, "spd,parallel": 4, "parallel*5,spd"
             "ladder": 12, "parallel,ladder": 9}
 LINKS = {"lossless": {}, "zero": {"loss_model": "gilbert_elliott", "ge_preset": "zero"},
          "bernoulli": {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64}}
+RELIABLE = {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64, "transport": "reliable"}
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +30,7 @@ def fresh_dynamo():
 def build(pattern, link, comm_class=SimComm):
     torch.manual_seed(0)
     config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2, block_types=pattern)
-    return GPT(config, comm_class(2, link_from(dict(LINKS[link], seed=5))))
+    return GPT(config, comm_class(2, link_from(dict(LINKS.get(link, RELIABLE), seed=5))))
 
 
 def step(model, forward):
@@ -64,6 +65,31 @@ def test_a_lossless_model_is_one_graph_forward_and_backward(pattern):
 def test_a_lossy_sync_is_a_graph_break():
     idx = torch.randint(37, (3, 16))
     assert torch._dynamo.explain(build("tp", "bernoulli"))(idx, idx).graph_break_count > 0
+
+
+@pytest.mark.parametrize("pattern", [pytest.param("tp", marks=pytest.mark.slow), "parallel,ladder"])
+def test_a_reliable_link_compiles_to_the_lossless_graph(pattern):
+    """transport='reliable' delivers every packet, so its syncs are traced into the graph as lossless
+    ones are (no graph break: it broke the graph and ran eager syncs, so under inductor the numbers were not
+    the lossless run's); its packets and resend rounds are drawn after the step (deliver_traced), the same
+    draws as the eager syncs make."""
+    idx = torch.randint(37, (3, 16))
+    assert torch._dynamo.explain(build(pattern, "reliable"))(idx, idx).graph_break_count == 0
+    torch._dynamo.reset()
+    eager = build(pattern, "reliable")
+    step(eager, eager)
+    eager.comm.deliver_traced(1)  # nothing traced: nothing to add
+    results = {}
+    for link in ("reliable", "lossless"):
+        model = build(pattern, link)
+        results[link] = step(model, torch.compile(model, backend="aot_eager"))
+        model.comm.deliver_traced(1)
+        results[link + " stats"] = model.comm.link.stats() if link == "reliable" else None
+    (loss_r, grads_r, counts_r), (loss_l, grads_l, counts_l) = results["reliable"], results["lossless"]
+    assert torch.equal(loss_r, loss_l) and counts_r == counts_l
+    assert all(torch.equal(grads_r[name], grads_l[name]) for name in grads_l)
+    stats = results["reliable stats"]
+    assert stats == eager.comm.link.stats() and stats["fwd"]["retransmissions"] > 0 and stats["bwd"]["messages"] > 0
 
 
 FAST = {("tp", "bernoulli"), ("spd,parallel", "lossless"), ("parallel,ladder", "bernoulli")}  # the fast tier's share
