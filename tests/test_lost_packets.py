@@ -148,14 +148,22 @@ def test_the_options_apply_to_every_sync_scheme():
     assert len({round(float(x), 6) for x in [clean[1], *outs]}) == 4  # zero fill, rescale, rotation: each its own
 
 
-def test_reliable_equals_lossless_through_train(char_data, tmp_path):
-    """A short char run: metrics.jsonl equal to the lossless run's except timing and the link's own fields."""
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_reliable_equals_lossless_through_train(char_data, tmp_path, compiled):
+    """A short char run: metrics.jsonl equal to the lossless run's except timing and the link's own fields;
+    compiled (inductor, 2 micro-batches a step), both runs compiled: the reliable syncs are in the lossless
+    graph, and its packets and resend rounds are the eager reliable run's."""
     base = [*TINY, f"--data_dir={char_data}", "--max_iters=10"]
+    base += ["--compile=True", "--gradient_accumulation_steps=2"] if compiled else []
     clean, reliable = str(tmp_path / "clean"), str(tmp_path / "reliable")
+    link = ["--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64", "--transport=reliable"]
     assert run_train(*base, f"--out_dir={clean}").returncode == 0
-    result = run_train(*base, f"--out_dir={reliable}", "--loss_model=bernoulli", "--loss_rate=0.05",
-                       "--packet_bytes=64", "--transport=reliable")
+    result = run_train(*base, f"--out_dir={reliable}", *link)
     assert result.returncode == 0, result.stderr
+    if compiled:
+        eager = str(tmp_path / "eager")
+        assert run_train(*base, "--compile=False", f"--out_dir={eager}", *link).returncode == 0
+        assert json.load(open(os.path.join(eager, "link_stats.json"))) == json.load(open(os.path.join(reliable, "link_stats.json")))
     assert "64-byte packets, reliable" in result.stdout
     timing = {"ms_per_iter", "tokens_per_s", "mfu", "time_s"}
     a, b = records(clean), records(reliable)
@@ -167,7 +175,7 @@ def test_reliable_equals_lossless_through_train(char_data, tmp_path):
     assert [s["retransmissions"] for s in steps] == sorted(s["retransmissions"] for s in steps)  # cumulative
     stats = json.load(open(os.path.join(reliable, "link_stats.json")))
     row = stats["points"]["h0.mlp"]["bwd"]
-    assert row["messages"] == 10 * 2 and sum(row["rounds_histogram"]) == row["messages"]
+    assert row["messages"] == 10 * 2 * (2 if compiled else 1) and sum(row["rounds_histogram"]) == row["messages"]
     assert stats["total"]["retransmissions"] == steps[-1]["retransmissions"]
 
 
