@@ -25,7 +25,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch.distributed.optim import ZeroRedundancyOptimizer
 
 import faults
 from configurator import GPT2_NAMES
@@ -114,7 +113,7 @@ def collect(model, optimizer, comm, dp_rank, step=None):
     with a pipeline, one TP group per stage, merged by the step into the whole model: pipeline.py), the link
     states from every TP group, merged over the group's processes (of every stage)."""
     model_state = optim_state = None
-    if isinstance(optimizer, ZeroRedundancyOptimizer):  # ZeRO-1: the whole AdamW state, as plain AdamW
+    if hasattr(optimizer, "consolidate_state_dict"):  # ZeRO-1 (ZeroRedundancyOptimizer): the whole AdamW state
         optimizer.consolidate_state_dict(to=0)  # keeps it, on data-parallel rank 0 (every rank calls this)
     if dp_rank == 0:
         model_state, optim_state = gather(model, optimizer, comm)

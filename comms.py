@@ -161,7 +161,7 @@ class TPComm:
             element_size, device = self.traced_delivery
             self.link.deliver_counted(self.counter, micro_batches, element_size, self.ranks, self.tp_size, device)
 
-    @torch.compiler.disable
+    @torch._disable_dynamo  # torch.compiler.disable, made at the first call: importing dynamo costs every process ~0.5 s
     def _eager_send(self, d, point, later):
         return _Sync.apply(d, self, point, later)
 

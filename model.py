@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
@@ -405,6 +404,7 @@ class GPT(nn.Module):
                       groups[1]]
             return MuonAdamW(groups, self.comm, self, **settings)
         if zero:
+            from torch.distributed.optim import ZeroRedundancyOptimizer  # here: its import costs every process 0.6 s
             return ZeroRedundancyOptimizer(groups, torch.optim.AdamW, process_group=dp_group, **settings)
         return torch.optim.AdamW(groups, **settings)
 

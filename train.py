@@ -30,7 +30,6 @@ from links import LossyLink, link_from
 from mfu import estimate_mfu, peak_flops_per_device
 from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, model_args_from
 from patterns import describe_pattern, describe_schedule, parse_block_schedule, pattern_at
-from pipeline import Pipeline, check_config as check_pipeline
 from step import Grid, PlainStep, leave_process_group, process_grid, set_numerics
 
 # -----------------------------------------------------------------------------
@@ -200,7 +199,8 @@ try:
     link = link_from(config, tp_group=dp_rank)  # the network of this TP group (one per data-parallel rank)
     use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
     layers = megatron_shim.linear_factory(grid.tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
-    if pp_size > 1:
+    if pp_size > 1:  # imported only here: torch's pipelining imports dynamo, 1 s of every process's start
+        from pipeline import Pipeline, check_config as check_pipeline
         check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
                        block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
                        block_types="ladder" in gptconf.block_types and block_types, n_experts=n_experts,
