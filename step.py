@@ -106,6 +106,17 @@ def leave_process_group(wandb=None):
     os._exit(0)
 
 
+def agree_on_overflow(scaler, optimizer, norm):
+    """float16: the GradScaler looked for infs in this process's gradients only, so a TP rank (or stage)
+    whose shard overflowed would skip a step its peers take, and its loss scale would part from theirs
+    (and Muon's all-gather would wait for the rank that skipped). The whole model's norm is the same
+    on every rank, and non-finite when any rank's gradients are: every rank skips by it (no host sync)."""
+    found = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]  # torch's record of unscale_
+    overflow = (~torch.isfinite(norm)).float()
+    for flag in found.values():
+        flag.copy_(torch.maximum(flag, overflow.to(flag.device)))
+
+
 class Step:
     """What both steps share: the replicated-gradient reduce, clipping, and the sync-count check."""
     size, is_first, is_last, stage_seed = 1, True, True, ()  # one stage: the whole model
@@ -132,6 +143,8 @@ class Step:
         self.reduce_grads(params)
         self.scaler.unscale_(optimizer)
         norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
+        if self.scaler.is_enabled():
+            agree_on_overflow(self.scaler, optimizer, norm)
         forward, backward, hidden, nbytes = self.counted(counter.totals())
         syncs, exposed = forward / self.micro_batches, (forward - hidden) / self.micro_batches
         if check_syncs and (syncs, exposed, backward) != (self.model.sync_points, self.model.exposed_syncs, forward):

@@ -118,3 +118,24 @@ def test_an_overflow_step_under_float16_changes_nothing(unscaled):
     assert all(torch.isfinite(p).all() for p in model.parameters())
     matrices = {id(p) for p in muon_params(model)}
     assert all(not torch.equal(p.detach(), before[0][n]) for n, p in model.named_parameters() if id(p) in matrices)
+
+
+def test_every_rank_skips_when_any_rank_overflowed():
+    """`dist` float16: this process's gradients are finite, another TP rank's shard overflowed, so the
+    whole model's norm (the same on every rank) is inf; this rank must skip the step too and back off
+    its loss scale with the others (step.agree_on_overflow), for AdamW and for Muon."""
+    from step import agree_on_overflow
+    for optimizer_name in ("adamw", "muon"):
+        model = tiny(2)
+        optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.99), "cpu", optimizer=optimizer_name)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+        scaler.scale(torch.ones(()))
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)  # finite here
+        scaler.unscale_(optimizer)
+        agree_on_overflow(scaler, optimizer, torch.tensor(float("inf")))  # the norm over every rank
+        scaler.step(optimizer)
+        scaler.update()
+        assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters()), optimizer_name
+        assert scaler.get_scale() == 2.0 ** 9
