@@ -149,9 +149,12 @@ def test_moe_and_muon_dist_equals_sim(char_data, tmp_path):
     sim, dist = records(sim_dir), records(dist_dir)
     assert [r["iter"] for r in sim] == [r["iter"] for r in dist] and len(sim) >= 8
     for a, b in zip(sim, dist):
+        # the first steps agree to summation order; later, a token near a tie between two experts may be
+        # routed apart by that order (a discrete choice), moving the loss by up to ~7e-4 here
+        tol = 1e-5 if a["iter"] <= 1 else 1e-3
         for key in ("train_loss", "val_loss", "moe_aux_loss"):
             if key in a:
-                assert abs(a[key] - b[key]) < 2e-4, (a["iter"], key, a[key], b[key])
+                assert abs(a[key] - b[key]) < tol, (a["iter"], key, a[key], b[key])
         if "val_loss" not in a:
             assert a["syncs_measured"] == a["sync_points"] == 12 and 0.9 < a["moe_aux_loss"] < 4
 
