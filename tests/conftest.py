@@ -6,7 +6,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import bench.harness  # noqa: E402
 from bench.harness import run  # noqa: E402  (the harness launches every subprocess of the tests)
+
+bench.harness.IN_PROCESS = True  # run_train without an env of its own runs train.py in the test's process
 
 # A tiny model for end-to-end runs of train.py: seconds on a CPU.
 TINY = ["--n_layer=4", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=8",
