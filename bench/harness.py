@@ -17,6 +17,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from contextlib import nullcontext
 
@@ -69,8 +70,9 @@ IN_PROCESS = False  # tests/conftest.py: run_train runs train.py in the test's p
 
 
 def run_train(*args, env=None, timeout=600):
-    """train.py in this process's interpreter, one process (IN_PROCESS and no env: in this process)."""
-    if IN_PROCESS and not env:
+    """train.py in this process's interpreter, one process (IN_PROCESS, no env, from the main thread: in this
+    process; train_here swaps process-wide state, sys.argv and stdout, so concurrent runs get processes)."""
+    if IN_PROCESS and not env and threading.current_thread() is threading.main_thread():
         return train_here(*args)
     return run([sys.executable, os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
 
