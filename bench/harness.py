@@ -12,14 +12,17 @@ Import it as `from bench.harness import ...` with the repository root on sys.pat
 bench scripts put it there; tests/conftest.py does for the tests).
 """
 
+import io
 import json
 import math
 import os
+import runpy
 import subprocess
 import sys
 import threading
 import time
-from contextlib import nullcontext
+import traceback
+from contextlib import nullcontext, redirect_stderr, redirect_stdout
 
 import numpy as np
 import torch
@@ -83,10 +86,6 @@ def train_here(*args):
     OMP_NUM_THREADS=1), in the repository root. No interpreter start and no torch import: 1.4 s less per
     run on a 2-core host. A run that needs a process of its own (a fault that kills it, torchrun's
     ranks, an environment of its own) goes through run()."""
-    import io
-    import runpy
-    import traceback
-    from contextlib import redirect_stderr, redirect_stdout
     script, saved = os.path.join(ROOT, "train.py"), (sys.argv, torch.get_num_threads(), os.getcwd())
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
     sys.argv = [script, *args]
@@ -97,7 +96,7 @@ def train_here(*args):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as e:  # sys.exit(message): the message on stderr, status 1, as Python does
         code = e.code if isinstance(e.code, int) or e.code is None else print(e.code, file=stderr) or 1
-    except BaseException:  # noqa: B036 (what the interpreter would print)
+    except Exception:  # what the interpreter would print (a Ctrl-C still stops the tests)
         stderr.write(traceback.format_exc())
         code = 1
     finally:

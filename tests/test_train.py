@@ -39,6 +39,25 @@ def test_short_run_trains_and_logs(char_data, tmp_path):
     assert os.path.exists(os.path.join(out, "ckpt.pt"))
 
 
+def test_a_run_in_the_test_process_is_the_run_in_its_own(char_data, tmp_path):
+    """The tests run train.py in their own process (bench.harness.train_here); it must be the run a
+    fresh process makes: the same records bit for bit but timing, the same stdout lines but timing."""
+    from bench.harness import run, train_here
+    import sys
+    args = [*TINY, f"--data_dir={char_data}", "--max_iters=6", "--tp_size=2", "--block_types=spd",
+            "--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"]
+    here, alone = str(tmp_path / "here"), str(tmp_path / "alone")
+    a = train_here(*args, f"--out_dir={here}")
+    b = run([sys.executable, "train.py", *args, f"--out_dir={alone}"])
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    timing = {"ms_per_iter", "tokens_per_s", "mfu", "time_s"}
+    assert [{k: v for k, v in r.items() if k not in timing} for r in records(here)] == \
+           [{k: v for k, v in r.items() if k not in timing} for r in records(alone)]
+    assert a.stdout.splitlines()[0] == b.stdout.splitlines()[0].replace(alone, here)
+    bad = train_here(*args, "--max_iters=-1", f"--out_dir={here}")  # a user mistake: status 1, one line, no traceback
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1 and "max_iters" in bad.stderr
+
+
 # the default pattern, and (slow) the hide-and-shrink schemes over a lossy link (DESIGN section 8)
 @pytest.mark.parametrize("extra", [[], pytest.param(["--block_types=ladder,parallel", "--sync_fraction=0.5",
                                                      "--sync_dtype=int8", "--loss_model=bernoulli",
