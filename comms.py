@@ -161,7 +161,9 @@ class TPComm:
             element_size, device = self.traced_delivery
             self.link.deliver_counted(self.counter, micro_batches, element_size, self.ranks, self.tp_size, device)
 
-    @torch._disable_dynamo  # torch.compiler.disable, made at the first call: importing dynamo costs every process ~0.5 s
+    # torch.compiler.disable, made at the first call (torch's private _disable_dynamo, where it has one):
+    # importing dynamo to decorate costs every process ~0.5 s at startup
+    @getattr(torch, "_disable_dynamo", torch.compiler.disable)
     def _eager_send(self, d, point, later):
         return _Sync.apply(d, self, point, later)
 
