@@ -323,10 +323,33 @@ def start_log(log_path, resume_iter=None):
     os.replace(log_path + ".tmp", log_path)
 
 
-def describe_run(device, processes):
+def cpu_model():
+    """The CPU's model name (Linux: /proc/cpuinfo), else platform.processor(), else 'cpu'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
+    except OSError:
+        return platform.processor() or "cpu"
+
+
+def numerics_class(device, dtype):
+    """What decides a run's float results beside its settings: two runs of one class and settings compute
+    the same numbers; a contrast pairs runs of one class only (bench/studies: a class per seed set).
+    dtype: the run's resolved dtype ('auto' already made float32 / bfloat16 / float16)."""
+    cuda = str(device).startswith("cuda")
+    return {"device": "cuda" if cuda else "cpu",
+            "host": torch.cuda.get_device_name() if cuda else cpu_model(),  # GPU model, or CPU model
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "dtype": dtype,
+            "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),  # float32 matmuls in TF32 (CUDA only)
+            "deterministic": torch.are_deterministic_algorithms_enabled()}
+
+
+def describe_run(device, processes, dtype=None):
     """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
     and a copy in every checkpoint): git commit and whether the tree had local changes,
-    package versions, device and CPU kernel ISA, command line."""
+    package versions, device and CPU kernel ISA, the numerics class, command line. TP_SYNC_COMMIT
+    (set by a caller that knows it, e.g. a script that sent a copy of the tree to another machine,
+    whose git metadata may be stale) names the true commit; git_commit_from says where it came from."""
     here = os.path.dirname(os.path.abspath(__file__))
 
     def git(*args):
@@ -342,8 +365,9 @@ def describe_run(device, processes):
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             pass
-    commit = git("rev-parse", "HEAD")
-    return {"git_commit": commit or None,
+    commit, given = git("rev-parse", "HEAD"), os.environ.get("TP_SYNC_COMMIT", "")
+    return {"git_commit": given or commit or None, "git_commit_from": "caller" if given else "checkout",
+            "checkout_commit": commit or None,
             "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
             "versions": versions, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else platform.processor() or "cpu",
@@ -351,5 +375,6 @@ def describe_run(device, processes):
             # differently, so the same run on another machine drifts (bench/RESULTS.md)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "deterministic_kernels": torch.are_deterministic_algorithms_enabled(),  # train.py's `deterministic`, as in force
+            **({"numerics": numerics_class(device, dtype)} if dtype else {}),
             "processes": processes, "argv": sys.argv, "host": platform.node(),
             "started": datetime.datetime.now().isoformat(timespec="seconds")}

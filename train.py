@@ -241,7 +241,7 @@ if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parall
 train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
-run_info = ckpt.describe_run(device, world)
+run_info = ckpt.describe_run(device, world, dtype)  # its numerics class too
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)

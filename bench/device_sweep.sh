@@ -17,7 +17,8 @@ mkdir -p "$out"
     nvidia-smi -L 2>/dev/null; lscpu | grep "Model name"; echo "cores $(nproc --all)"
     python -c "import torch; print('torch', torch.__version__)"; echo "start $(date -u)"
 } > "$out/host.txt"
-timeout "$limit" python -m bench.sweep "$sweep" --seeds "$seeds" --slots 8 --threads 1 --no_summary --out "$runs" \
+# every run's run_info.json names the caller's commit too (checkpoint.describe_run reads TP_SYNC_COMMIT)
+TP_SYNC_COMMIT="$commit" timeout "$limit" python -m bench.sweep "$sweep" --seeds "$seeds" --slots 8 --threads 1 --no_summary --out "$runs" \
     > "$out/sweep.log" 2>&1
 echo "sweep rc=$? end $(date -u)" >> "$out/host.txt"
 name=$(ls "$runs")

@@ -105,15 +105,27 @@ def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, f
         assert "error: rank 0: a collective failed, another rank died or hung (dist_timeout_s=15)" in result.stderr
 
 
-@pytest.mark.slow
-def test_run_info_traces_the_code(char_data, tmp_path):
+def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
+    """run_info.json names the commit (the caller's TP_SYNC_COMMIT where given: a copy's git metadata
+    can be stale) and the numerics class a contrast must not mix: device, host model, ISA, dtype as
+    resolved, TF32, deterministic kernels."""
+    from checkpoint import cpu_model
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2").returncode == 0
     info = json.load(open(os.path.join(tmp_path, "run_info.json")))
     assert info["versions"]["torch"] == torch.__version__ and "numpy" in info["versions"]
     assert info["git_commit"] is None or len(info["git_commit"]) == 40
+    assert info["git_commit_from"] == "checkout" and info["git_commit"] == info["checkout_commit"]
     assert info["git_dirty"] in (True, False, None) and info["argv"][0].endswith("train.py")
     assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert info["numerics"] == {"device": "cpu", "host": cpu_model(), "dtype": "float32", "tf32": False,
+                                "cpu_capability": torch.backends.cpu.get_cpu_capability(), "deterministic": False}
+    assert cpu_model() != "cpu" or not os.path.exists("/proc/cpuinfo")
     assert torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)["run_info"] == info
+    given = tmp_path / "given"
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True",
+                     env={"TP_SYNC_COMMIT": "f" * 40}).returncode == 0
+    info = json.load(open(given / "run_info.json"))
+    assert (info["git_commit"], info["git_commit_from"]) == ("f" * 40, "caller") and info["numerics"]["deterministic"]
 
 
 # --- the bad-input campaign: mistakes through the real entry points ---------------------
