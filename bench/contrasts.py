@@ -39,6 +39,22 @@ def find(aggregates, name):
     raise SummaryError(f"no setting {name!r} among these runs; settings: {', '.join(sorted(a['_name'] for a in aggregates))}")
 
 
+def check_one_class(name, run_a, run_b):
+    """A pair's two runs must share a numerics class (run_info.json's `numerics`: device, host model, ISA,
+    dtype, TF32, deterministic kernels), or their difference mixes the setting with the arithmetic.
+    Runs written before the class was recorded have none: two such runs pair as before; one of each cannot
+    be checked, and is refused too."""
+    x, y = run_a["_numerics"], run_b["_numerics"]
+    if x == y:
+        return
+    if x is None or y is None:
+        raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir'] if x is None else run_b['_dir']} has no "
+                           f"numerics class in run_info.json and the other has: their classes cannot be compared")
+    differ = ", ".join(f"{k} {x.get(k)!r} vs {y.get(k)!r}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
+    raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir']} and {run_b['_dir']} ran in different "
+                       f"numerics classes ({differ}): a contrast pairs runs of one class")
+
+
 def family(aggregates, contrasts, tost=None):
     """[(name, a, b, stats)] for each contrast, stats with p_holm, verdict and (with tost) equivalence."""
     out = []
@@ -48,6 +64,8 @@ def family(aggregates, contrasts, tost=None):
             raise SummaryError(f"{name}: {a['_name']} and {b['_name']} differ in more than the pattern and link "
                                f"(data, model, schedule or iterations): their seeds do not pair")
         seeds = sorted(set(a["_by_seed"]) & set(b["_by_seed"]))
+        for seed in seeds:
+            check_one_class(name, a["_by_seed"][seed], b["_by_seed"][seed])
         stats = paired_stats([a["_by_seed"][s]["final_val_loss"] - b["_by_seed"][s]["final_val_loss"] for s in seeds])
         out.append(dict(name=name, a=a["_name"], b=b["_name"], seeds=seeds, **stats))
     tested = [c for c in out if c["p"] is not None]

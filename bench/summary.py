@@ -186,6 +186,8 @@ def read_run(run_dir):
     row["_full_tp"] = row["_megatron"] and cfg["loss_model"] == "none"
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
+    info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (checkpoint.numerics_class), if recorded
+    row["_numerics"] = json.load(open(info_path)).get("numerics") if os.path.exists(info_path) else None
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
 

@@ -85,3 +85,27 @@ def test_seeds_on_a_gpu_and_a_cpu_are_one_setting_where_they_computed_the_same(t
     assert sorted(a["n"] for a in halves) == [1, 2]
     with pytest.raises(summary.SummaryError, match="ambiguous"):
         contrasts.family(summary.aggregate(rows), [("C1", "half", "ref")])
+
+
+def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
+    """Runs record their numerics class (run_info.json, checkpoint.numerics_class); a contrast pairing a
+    CPU run with a TF32 GPU run of the same seed is one clear error, a pair of one class passes, and
+    runs from before the class was recorded pair as before (every committed study's)."""
+    fabricate(tmp_path / "runs")
+    cpu = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False,
+           "deterministic": False}
+    for run_dir in (tmp_path / "runs").iterdir():
+        (run_dir / "run_info.json").write_text(json.dumps({"numerics": cpu}))
+    pair = [("C1", "half", "ref")]
+    assert contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)[0]["n"] == 3
+    gpu_run = next(d for d in (tmp_path / "runs").iterdir() if d.name.startswith("24comm-half-"))
+    (gpu_run / "run_info.json").write_text(json.dumps({"numerics": {**cpu, "device": "cuda", "host": "NVIDIA H200",
+                                                                    "tf32": True}}))
+    with pytest.raises(summary.SummaryError, match=r"C1: seed \d+: .* ran in different numerics classes \(device "
+                                                   r"'cuda' vs 'cpu', host 'NVIDIA H200' vs 'AMD EPYC', tf32 True vs False\)"):
+        contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
+    (gpu_run / "run_info.json").unlink()  # one run without a class, its twin with one: cannot be checked
+    with pytest.raises(summary.SummaryError, match="has no numerics class"):
+        contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
+    result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref"])
+    assert_one_line_error(result, "has no numerics class")
