@@ -1,5 +1,6 @@
 """
-Failures: how a failed collective ends a run (report_failed_collectives), and the faults
+Failures: how a user mistake found under torchrun ends every process with one line (fail), how
+a failed collective ends a run (report_failed_collectives), and the faults
 that the reliability tests inject into a run, through the environment variable
 TP_SYNC_FAULT: comma-separated `name:number[@rank]`, e.g. "nan_loss:5,exit:7@1,kill_in_save:2".
 
@@ -13,6 +14,7 @@ TP_SYNC_FAULT: comma-separated `name:number[@rank]`, e.g. "nan_loss:5,exit:7@1,k
 hooks only when the variable is set, so the training loop itself holds no test code.
 """
 
+import datetime
 import os
 import signal
 import sys
@@ -77,3 +79,30 @@ def report_failed_collectives(rank, timeout_s):
             os._exit(1)
         sys.__excepthook__(kind, value, traceback)
     sys.excepthook = hook
+
+
+SAID = "tp_sync/rank0_said_why"  # a key in the process group's store
+
+
+def fail(message, grace_s=30):
+    """A user mistake: one line on stderr, non-zero exit, no traceback. Every rank usually finds the
+    same mistake, and rank 0 says it. The others wait (up to grace_s) until rank 0 has written its
+    line before they exit, because torchrun ends the job's other processes as soon as one exits
+    with an error, and a rank 0 a little behind would be killed before it said why. A mistake that
+    rank 0 does not find is said by the rank that found it, once the grace has passed."""
+    rank = int(os.environ.get("RANK", "0"))
+    store = dist.distributed_c10d._get_default_store() if dist.is_initialized() else None
+    if rank == 0:
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+        if store is not None:
+            store.set(SAID, "1")
+    elif store is not None:
+        try:
+            store.wait([SAID], datetime.timedelta(seconds=grace_s))
+        except Exception:  # rank 0 did not say it in time (or is gone): say it here
+            sys.stderr.write(f"error: rank {rank}: {message}\n")
+            sys.stderr.flush()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.exit(1)

@@ -128,15 +128,6 @@ config = {k: globals()[k] for k in config_keys}  # what this run uses, saved wit
 # -----------------------------------------------------------------------------
 
 
-def fail(message):
-    """A user mistake: one line on stderr (from rank 0 only), non-zero exit, no traceback."""
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    if os.environ.get("RANK", "0") != "0":
-        sys.exit(1)  # every rank stops; rank 0 says why
-    sys.exit(f"error: {message}")
-
-
 # process grid. `sim`: every process a data-parallel rank holding all TP ranks. `dist`: TP groups of consecutive ones
 Comm = comms.MODES[tp_mode]  # the execution mode: comms.SimComm or comms.DistComm
 tp_procs = Comm.processes_per_tp_group(tp_size)  # processes per TP group
@@ -157,14 +148,14 @@ if distributed:
     try:
         grid = process_grid(tp_procs, timeout, pp_size, f"tp_size={tp_size}: tp_mode={tp_mode!r} needs whole TP groups")
     except ValueError as e:
-        fail(e)
+        faults.fail(e)
     faults.report_failed_collectives(grid.rank, dist_timeout_s)  # a dead or hung peer: one line, not a traceback
     if device_type == "cuda":
         device = f"cuda:{os.environ['LOCAL_RANK']}"
         torch.cuda.set_device(device)
     if gradient_accumulation_steps % grid.dp_world:
-        fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
-             f"{grid.dp_world} data-parallel ranks")
+        faults.fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible by the "
+                    f"{grid.dp_world} data-parallel ranks")
     gradient_accumulation_steps //= grid.dp_world
 rank, world, tp_rank, dp_rank, dp_world = grid.rank, grid.world, grid.tp_rank, grid.dp_rank, grid.dp_world
 master_process = rank == 0
@@ -183,7 +174,7 @@ data_dir = data_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 try:
     meta = read_prepared(data_dir, dataset, block_size)  # meta.pkl of a char-level dataset, else {}
 except PrepareError as e:
-    fail(e)
+    faults.fail(e)
 meta_vocab_size = meta.get("vocab_size")
 get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # get_batch(split, step, micro_step)
 label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
@@ -206,7 +197,7 @@ try:
                        block_types="ladder" in gptconf.block_types and block_types, n_experts=n_experts,
                        dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
-    fail(e)
+    faults.fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
@@ -230,7 +221,7 @@ try:
     elif weights is not None:  # a new run from existing weights, under this config's pattern (checkpoint.py)
         weights_from, weights = ckpt.init_weights(weights, model, optimizer, comm, init_optimizer), None
 except ckpt.CheckpointError as e:
-    fail(e)
+    faults.fail(e)
 raw_model.set_block_types(pattern_at(schedule, iter_num))  # a resumed schedule: the pattern in force
 if faults.enabled():  # only the reliability tests set TP_SYNC_FAULT
     faults.install(raw_model, rank, lambda: iter_num)
@@ -285,7 +276,7 @@ if wandb_log and master_process:
     try:
         import wandb
     except ImportError:
-        fail("wandb_log=True but wandb is not installed: pip install wandb (or --wandb_log=False)")
+        faults.fail("wandb_log=True but wandb is not installed: pip install wandb (or --wandb_log=False)")
     wandb.init(project=wandb_project, name=wandb_run_name or f"{dataset}-{raw_model.sync_points}comm", config=config)
 wandb_log = wandb_log and master_process
 
@@ -309,8 +300,8 @@ while True:
                    **label_eval.label_metrics(train_step, label_sets, eval_iters * batch_size, batch_size, block_size,
                                               device, loss_eval)}  # MNLI's label accuracy; {} for other data
         if not math.isfinite(metrics["val_loss"]):
-            fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
-                 f"(iteration {saved_iter}) is kept")
+            faults.fail(f"iteration {iter_num}: val loss {metrics['val_loss']} is not finite; the last checkpoint "
+                        f"(iteration {saved_iter}) is kept")
         save = (metrics["val_loss"] < best_val_loss or always_save_checkpoint) and iter_num > 0 and not eval_only
         best_val_loss = min(best_val_loss, metrics["val_loss"])
         pieces = ckpt.collect(raw_model, optimizer, comm, dp_rank, train_step) if save else None  # collectives
@@ -338,9 +329,9 @@ while True:
         lossf = loss.item() * gradient_accumulation_steps
         skipped_steps, consecutive_skips = skipped_steps + 1, consecutive_skips + 1
         if nonfinite == "stop" or consecutive_skips > 25:
-            fail(f"iteration {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g} ({consecutive_skips} "
-                 f"in a row, {skipped_steps} in all); the step was not applied and the last checkpoint (iteration "
-                 f"{saved_iter}) is kept. Lower learning_rate, or --nonfinite=skip to skip up to 25 such steps in a row")
+            faults.fail(f"iteration {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g} ({consecutive_skips} "
+                        f"in a row, {skipped_steps} in all); the step was not applied and the last checkpoint (iteration "
+                        f"{saved_iter}) is kept. Lower learning_rate, or --nonfinite=skip to skip up to 25 such steps in a row")
         if master_process:
             print(f"iter {iter_num}: non-finite loss {lossf:g} / gradient norm {grad_norm:g}: step skipped "
                   f"({skipped_steps} so far)")

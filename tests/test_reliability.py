@@ -105,6 +105,34 @@ def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, f
         assert "error: rank 0: a collective failed, another rank died or hung (dist_timeout_s=15)" in result.stderr
 
 
+MISTAKE = """
+import os, sys, time
+import torch.distributed as dist
+sys.path.insert(0, {root!r})
+import faults
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+time.sleep({delays}[rank])  # a rank reaches the check later than its peer
+if rank in {finders}:
+    faults.fail("the mistake", grace_s=2)
+time.sleep(60)  # a rank that did not find it: torchrun ends it when its peer exits
+"""
+
+
+@pytest.mark.parametrize("finders, delays, said", [
+    ((0, 1), (1, 0), "error: the mistake"),  # both find it, rank 0 1 s behind (torchrun looks every 0.1 s)
+    ((1,), (0, 0), "error: rank 1: the mistake")])  # only rank 1 finds it: it says it, after the grace
+def test_a_mistake_found_under_torchrun_is_said_once(tmp_path, finders, delays, said):
+    """The one-line error of a distributed run: torchrun kills every process once one exits with an
+    error, so a rank 0 that is late must not lose its line to a peer that found the mistake first."""
+    script = tmp_path / "mistake.py"
+    script.write_text(MISTAKE.format(root=ROOT, delays=list(delays), finders=finders))
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                  str(script)], timeout=120)
+    assert result.returncode != 0
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [said], result.stderr[-2000:]
+
+
 def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
     """run_info.json names the commit (the caller's TP_SYNC_COMMIT where given: a copy's git metadata
     can be stale) and the numerics class a contrast must not mix: device, host model, ISA, dtype as
