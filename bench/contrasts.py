@@ -29,9 +29,8 @@ from bench.summary import SummaryError, aggregate, fmt, parse_seeds, read_runs
 
 def find(aggregates, name):
     """The one setting `name` names (module docstring); SummaryError otherwise, listing the names."""
-    for key in (lambda a: a["_name"], lambda a: a["_name"].removeprefix("train_"),
-                lambda a: a["_name"].split("/", 1)[1] if "/" in a["_name"] else None):
-        found = [a for a in aggregates if key(a) == name]
+    for key in (lambda n: n, lambda n: n.removeprefix("train_"), lambda n: n.split("/", 1)[1] if "/" in n else None):
+        found = [a for a in aggregates if any(key(n) == name for n in a["_aliases"])]  # any of its names
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -66,8 +65,14 @@ def family(aggregates, contrasts, tost=None):
         seeds = sorted(set(a["_by_seed"]) & set(b["_by_seed"]))
         for seed in seeds:
             check_one_class(name, a["_by_seed"][seed], b["_by_seed"][seed])
-        stats = paired_stats([a["_by_seed"][s]["final_val_loss"] - b["_by_seed"][s]["final_val_loss"] for s in seeds])
-        out.append(dict(name=name, a=a["_name"], b=b["_name"], seeds=seeds, **stats))
+        diffs = {s: a["_by_seed"][s]["final_val_loss"] - b["_by_seed"][s]["final_val_loss"] for s in seeds}
+        out.append(dict(name=name, a=a["_name"], b=b["_name"], seeds=seeds, **paired_stats(list(diffs.values()))))
+        classes = {}  # seeds of one numerics class (a pair is of one class: checked above)
+        for seed in seeds:
+            classes.setdefault(a["_by_seed"][seed]["_class"], []).append(seed)
+        if len(classes) > 1:  # seeds of several classes: each class's interval beside the pooled one
+            out[-1]["by_class"] = {label: dict(seeds=members, **paired_stats([diffs[s] for s in members]))
+                                   for label, members in classes.items()}
     tested = [c for c in out if c["p"] is not None]
     for c, adjusted in zip(tested, holm([c["p"] for c in tested])):
         c["p_holm"] = adjusted
@@ -118,6 +123,15 @@ def main():
                     f"{'-' if c['within_margin'] is None else ('yes' if c['within_margin'] else 'no')}")
         print(f"| {c['name']} | {c['a']} | {c['b']} | {c['n']} | {fmt(c['mean'], '+.4f')} [{fmt(c['ci_low'], '+.4f')}, "
               f"{fmt(c['ci_high'], '+.4f')}] | {fmt(c['p'], '.4g')} | {fmt(c['p_holm'], '.4g')} | {c['verdict']}{tost} |")
+    split = [c for c in found if "by_class" in c]
+    if split:
+        print(f"\nThe seeds ran in {len(split[0]['by_class'])} numerics classes: each class's interval beside the "
+              "pooled one above (a contrast pairs runs of one class; the classes split the seeds)")
+        print("| contrast | class | seeds | A - B: mean [95% CI] |\n| --- | --- | --- | --- |")
+        for c in split:
+            for label, s in c["by_class"].items():
+                print(f"| {c['name']} | {label} | {','.join(map(str, s['seeds']))} | {fmt(s['mean'], '+.4f')} "
+                      f"[{fmt(s['ci_low'], '+.4f')}, {fmt(s['ci_high'], '+.4f')}] |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(found, f, indent=1)

@@ -44,6 +44,7 @@ import sys
 
 from bench.stats import CONFIDENCE, holm, paired_stats
 from comms import MODES
+from configurator import train_defaults
 from links import link_from
 from model import count_sync_points, describe_pattern, parse_block_schedule, parse_block_types
 
@@ -75,6 +76,7 @@ TREATMENT_KEYS = ("tp_size", "block_types", "block_schedule", "loss_model", "los
 # keys that change what a run logs or where, not what it computes
 BOOKKEEPING_KEYS = ("wandb_log", "wandb_project", "log_interval", "always_save_checkpoint", "dist_timeout_s",
                     "peak_flops", "zero_stage", "activation_checkpointing")  # the last two: same numbers, tested
+DEFAULTS = train_defaults()  # a key a run's config.json predates ran as its default
 TARGETS = {"1pct": 1.01, "2pct": 1.02}  # iterations to dense's final val loss times this
 
 
@@ -166,10 +168,15 @@ def read_run(run_dir):
                it_per_s=1000.0 / statistics.median(ms_per_iter) if ms_per_iter else math.nan,
                wall_time_s=wall_time(evals, result),
                observed_loss_rate=steps[-1].get("observed_loss_rate", 0.0) if steps else math.nan)
-    # the setting is the whole resolved config but the seed: runs of one config file with
-    # another max_iters (say, from two sweeps) are not averaged together
-    cfg = {**cfg, "tp_backend": tp_backend, "dtype": dtype}  # 'auto' as it resolved: float32 on a CPU equals float32
-    row["_setting"] = json.dumps({k: v for k, v in cfg.items() if k not in PER_RUN_KEYS}, sort_keys=True)
+    # the setting is a fingerprint of every key that changes training: the resolved config but the seed
+    # and the bookkeeping. Runs of one config file with another max_iters (say, from two sweeps) are not
+    # averaged together; runs of two config files that train the same (5comm, and 24comm with the same
+    # pattern given on the command line) are one setting. A key the run predates takes today's default
+    # (the feature did not exist: it ran as the default does), and the pattern is compared block by block
+    cfg = {**DEFAULTS, **cfg, "tp_backend": tp_backend, "dtype": dtype,  # 'auto' as resolved: on a CPU, float32
+           "block_types": ",".join(kinds)}
+    row["_setting"] = json.dumps({k: v for k, v in cfg.items() if k not in PER_RUN_KEYS + BOOKKEEPING_KEYS},
+                                 sort_keys=True)
     # settings with equal _comparable differ only in the sync pattern and the link: their runs of
     # one seed start from the same weights and see the same data, so they may be paired
     row["_comparable"] = json.dumps({k: v for k, v in cfg.items()
@@ -187,9 +194,24 @@ def read_run(run_dir):
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (checkpoint.numerics_class), if recorded
-    row["_numerics"] = json.load(open(info_path)).get("numerics") if os.path.exists(info_path) else None
+    info = json.load(open(info_path)) if os.path.exists(info_path) else {}
+    row["_numerics"], row["_class"] = info.get("numerics"), class_label(info)
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
+
+
+def class_label(info):
+    """A run's numerics class in a few words, for reports per class: 'NVIDIA H200, float32, TF32' or
+    'cpu AMD EPYC 7B13 AVX2, float32'. A run written before run_info.json recorded the class is labelled
+    from what it did record (its device, or its CPU's kernel ISA), marked 'as recorded then'."""
+    n = info.get("numerics")
+    if n:
+        where = n["host"] if n["device"] == "cuda" else f"cpu {n['host']} {n['cpu_capability']}"
+        return f"{where}, {n['dtype']}" + (", TF32" if n["tf32"] else "") + (", deterministic" if n["deterministic"] else "")
+    if not info:
+        return "unknown (no run_info.json)"
+    device = info.get("device", "cpu")
+    return f"{'cpu ' + str(info.get('cpu_capability')) if device == 'cpu' else device} (as recorded then)"
 
 
 def schedule_syncs(cfg):
@@ -216,7 +238,10 @@ def aggregate(rows):
             groups.setdefault(row["_setting"], []).append(row)
     out = []
     for members in groups.values():
-        first = members[0]
+        # one setting under several names (5comm's config file, and 24comm with its pattern given as
+        # a sweep setting): named by the config file without a tag where there is one, every name kept
+        names = sorted({m["_name"] for m in members}, key=lambda n: ("/" in n, len(n), n))
+        first = next(m for m in members if m["_name"] == names[0])
         mean = lambda key: statistics.fmean(m[key] for m in members)  # noqa: E731
         losses = [m["final_val_loss"] for m in members]
         out.append({**first, "kind": "aggregate", "run": f"{first['run'].rsplit('-s', 1)[0]} (mean)", "seed": "",
@@ -225,7 +250,7 @@ def aggregate(rows):
                     "best_val_loss": mean("best_val_loss"), "final_val_perplexity": mean("final_val_perplexity"),
                     "final_val_accuracy": mean("final_val_accuracy"), "tokens_per_s": mean("tokens_per_s"),
                     "it_per_s": mean("it_per_s"), "wall_time_s": mean("wall_time_s"),
-                    "observed_loss_rate": mean("observed_loss_rate"),
+                    "observed_loss_rate": mean("observed_loss_rate"), "_aliases": names,
                     # one run per seed for pairing (the same seed twice in one setting: the first)
                     "_by_seed": {m["seed"]: m for m in reversed(members)}})
     return out
@@ -242,7 +267,7 @@ def find_references(aggregates, reference):
     if not reference:
         return [a for a in aggregates if a["_full_tp"]]
     wanted = setting_name(reference, "") if reference.endswith(".py") else reference
-    found = [a for a in aggregates if wanted in (a["_name"], a["_name"].removeprefix("train_"))]
+    found = [a for a in aggregates if any(wanted in (n, n.removeprefix("train_")) for n in a["_aliases"])]
     if not found:
         names = sorted({a["_name"] for a in aggregates})
         raise SummaryError(f"--reference={reference!r} matches no setting; allowed: {', '.join(names)}")

@@ -14,6 +14,7 @@ if not __package__:  # run as `python bench/<tool>.py`: as the module it is (ben
 
 import argparse
 import csv
+import json
 import math
 import sys
 from collections import defaultdict
@@ -46,6 +47,7 @@ def main():
     parser.add_argument("--seeds", default="", help="only these seeds, e.g. 9-16")
     parser.add_argument("--min_syncs", type=int, default=1)
     parser.add_argument("--max_syncs", type=int, default=None)
+    parser.add_argument("--json", default="", help="also write the table's numbers here (bench/render.py reads them)")
     args = parser.parse_args()
     try:
         with open(args.summary) as f:
@@ -59,13 +61,18 @@ def main():
           f"[{args.min_syncs}, {args.max_syncs or 'max'}]; per-seed least-squares slopes, t test over seeds")
     print("| regressor | seeds | mean slope [95% CI] | p (two-sided) | per-seed slopes |")
     print("| --- | ---: | --- | ---: | --- |")
-    for log2, name in ((False, "per sync"), (True, "per doubling of the syncs")):
+    found = dict(summary=args.summary, seeds=args.seeds, min_syncs=args.min_syncs, max_syncs=args.max_syncs)
+    for log2, name, key in ((False, "per sync", "per_sync"), (True, "per doubling of the syncs", "per_doubling")):
         per_seed = slopes(rows, log2, args.min_syncs, args.max_syncs)
         if len(per_seed) < 2:
             sys.exit(f"error: {args.summary}: fewer than 2 seeds with 3 or more TP runs in the range")
         s = paired_stats(list(per_seed.values()))
+        found[key] = dict(s, per_seed={str(seed): v for seed, v in per_seed.items()})
         print(f"| {name} | {s['n']} | {s['mean']:+.5f} [{s['ci_low']:+.5f}, {s['ci_high']:+.5f}] | {s['p']:.2g} | "
               + ", ".join(f"{seed}: {v:+.5f}" for seed, v in per_seed.items()) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(found, f, indent=1)
 
 
 if __name__ == "__main__":

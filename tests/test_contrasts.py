@@ -109,3 +109,28 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
     result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref"])
     assert_one_line_error(result, "has no numerics class")
+
+
+def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled(tmp_path):
+    """Seeds 1 and 3 on one CPU, seed 2 (both its runs) on a TF32 GPU: the pooled contrast as before, and
+    each class's own interval beside it (issue 47 item 3); seeds of one class add nothing."""
+    fabricate(tmp_path / "runs")
+    cpu = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False,
+           "deterministic": False}
+    gpu = {**cpu, "device": "cuda", "host": "NVIDIA H200", "tf32": True}
+    for run_dir in (tmp_path / "runs").iterdir():
+        (run_dir / "run_info.json").write_text(json.dumps({"numerics": cpu}))
+    pair = [("C1", "half", "ref")]
+    assert "by_class" not in contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)[0]
+    for run_dir in (tmp_path / "runs").glob("*-s2"):
+        (run_dir / "run_info.json").write_text(json.dumps({"numerics": gpu}))
+    (c1,) = contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
+    assert c1["n"] == 3 and c1["mean"] == pytest.approx(0.05 / 3)  # half - ref: +0.01, +0.02, +0.02
+    assert c1["by_class"]["cpu AMD EPYC AVX2, float32"]["seeds"] == [1, 3]
+    assert c1["by_class"]["cpu AMD EPYC AVX2, float32"]["mean"] == pytest.approx(0.015)
+    assert c1["by_class"]["NVIDIA H200, float32, TF32"]["seeds"] == [2]
+    assert c1["by_class"]["NVIDIA H200, float32, TF32"]["mean"] == pytest.approx(0.02)
+    # runs recorded before the class: labelled from the device they did record
+    assert summary.class_label({"device": "NVIDIA H100 80GB HBM3", "cpu_capability": "AVX512"}) == \
+        "NVIDIA H100 80GB HBM3 (as recorded then)"
+    assert summary.class_label({"device": "cpu", "cpu_capability": "AVX2"}) == "cpu AVX2 (as recorded then)"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bench import frontier, summary
+from bench import contrasts, frontier, summary
 from bench.harness import run
 from bench.step_time import gpt2_projection, reliability_tables
 from conftest import assert_one_line_error
@@ -151,6 +151,33 @@ def test_frontier_costs_minutes_pairs_and_pareto(tmp_path):
     # reliable: the lossless losses (cost 0) at a resend's price, so at 1% it is slower than zero fill
     assert got["b1_reliable"]["cost"]["mean"] == pytest.approx(0.0)
     assert got["b1_reliable"]["bandwidths"][25]["ms_per_micro_step"] > got["b1"]["bandwidths"][25]["ms_per_micro_step"]
+
+
+def test_one_training_config_under_two_names_is_one_setting(tmp_path):
+    """The pooling rule (issue 47 c): runs are one setting when every key that changes training agrees,
+    whatever config file or sweep tag named them, a key the run predates counting as its default and the
+    pattern compared block by block; a bookkeeping key does not split them, a training key does."""
+    fabricate(tmp_path / "a")
+    twin = tmp_path / "b" / "12comm-s4"  # the 'drop' setting (spd x12) from a config file of its own, seed 4
+    twin.mkdir(parents=True)
+    cfg = json.loads((tmp_path / "a" / "24comm-drop-s1" / "config.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if k not in ("n_experts", "optimizer")}  # written before those keys
+    cfg.update(seed=4, block_types="spd*12", log_interval=7, out_dir=str(twin))
+    (twin / "config.json").write_text(json.dumps(cfg))
+    for name in ("metrics.jsonl", "result.json"):
+        (twin / name).write_text((tmp_path / "a" / "24comm-drop-s1" / name).read_text())
+    (twin / "result.json").write_text(json.dumps({**json.loads((twin / "result.json").read_text()),
+                                                  "config": "config/train_shakespeare_char_12comm.py", "setting": ""}))
+    aggregates = summary.aggregate(summary.read_runs([str(tmp_path / "a"), str(tmp_path / "b")])[0])
+    drop = [a for a in aggregates if "train_shakespeare_char_12comm" in a["_aliases"]]
+    assert len(drop) == 1 and drop[0]["n"] == 4 and sorted(drop[0]["_by_seed"]) == [*SEEDS, 4]
+    assert drop[0]["_name"] == "train_shakespeare_char_12comm"  # the config file's name, not the tag's
+    assert drop[0]["_aliases"] == ["train_shakespeare_char_12comm", "train_shakespeare_char_24comm/drop"]
+    assert contrasts.find(aggregates, "drop") is drop[0]  # any of its names finds it
+    cfg.update(max_iters=301)  # a training key: another setting
+    (twin / "config.json").write_text(json.dumps(cfg))
+    aggregates = summary.aggregate(summary.read_runs([str(tmp_path / "a"), str(tmp_path / "b")])[0])
+    assert [a["n"] for a in aggregates if a["_name"].endswith(("12comm", "/drop"))] == [3, 1]
 
 
 def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
