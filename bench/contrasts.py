@@ -24,7 +24,7 @@ import json
 import sys
 
 from bench.stats import CONFIDENCE, holm, interval_at, paired_stats
-from bench.summary import SummaryError, aggregate, fmt, parse_seeds, read_runs
+from bench.summary import SummaryError, aggregate, check_one_class, fmt, parse_seeds, read_runs
 
 
 def find(aggregates, name):
@@ -36,22 +36,6 @@ def find(aggregates, name):
         if len(found) > 1:
             raise SummaryError(f"setting {name!r} is ambiguous: {', '.join(a['_name'] for a in found)}")
     raise SummaryError(f"no setting {name!r} among these runs; settings: {', '.join(sorted(a['_name'] for a in aggregates))}")
-
-
-def check_one_class(name, run_a, run_b):
-    """A pair's two runs must share a numerics class (run_info.json's `numerics`: device, host model, ISA,
-    dtype, TF32, deterministic kernels), or their difference mixes the setting with the arithmetic.
-    Runs written before the class was recorded have none: two such runs pair as before; one of each cannot
-    be checked, and is refused too."""
-    x, y = run_a["_numerics"], run_b["_numerics"]
-    if x == y:
-        return
-    if x is None or y is None:
-        raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir'] if x is None else run_b['_dir']} has no "
-                           f"numerics class in run_info.json and the other has: their classes cannot be compared")
-    differ = ", ".join(f"{k} {x.get(k)!r} vs {y.get(k)!r}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
-    raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir']} and {run_b['_dir']} ran in different "
-                       f"numerics classes ({differ}): a contrast pairs runs of one class")
 
 
 def family(aggregates, contrasts, tost=None):

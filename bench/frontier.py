@@ -41,8 +41,8 @@ import sys
 
 from bench.stats import CONFIDENCE, paired_stats
 from bench.step_time import MICRO_STEPS, PACKET_BYTES, expected_resend_rounds, gpt2_projection
-from bench.summary import (SummaryError, aggregate, find_references, iters_to_target, parse_seeds, read_runs,
-                           reference_for)
+from bench.summary import (SummaryError, aggregate, check_one_class, find_references, iters_to_target, parse_seeds,
+                           read_runs, reference_for)
 from links import link_from
 from model import parse_block_types
 
@@ -136,6 +136,8 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
             print(f"note: {a['_name']} has no lossless 24comm run of its group to pair with; left out", file=sys.stderr)
             continue
         seeds = sorted(set(a["_by_seed"]) & set(ref["_by_seed"]))
+        for s in seeds:
+            check_one_class(f"{a['_name']} - {ref['_name']}", a["_by_seed"][s], ref["_by_seed"][s])
         cost = paired_stats([a["_by_seed"][s]["final_val_loss"] - ref["_by_seed"][s]["final_val_loss"] for s in seeds])
         iters = {s: iters_to_target(curves[a["_by_seed"][s]["_dir"]],
                                     ref["_by_seed"][s]["final_val_loss"] * (1 + target)) for s in seeds}
@@ -154,6 +156,8 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
                 ref_curves = {s: curves[m["_dir"]] for s, m in net_ref["_by_seed"].items()}
                 diffs = []
                 for s in seeds:
+                    if s in net_ref["_by_seed"]:
+                        check_one_class(f"{a['_name']} - {net_ref['_name']}", a["_by_seed"][s], net_ref["_by_seed"][s])
                     ref_iters = iters_to_target(ref_curves[s], ref["_by_seed"][s]["final_val_loss"] * (1 + target)) \
                         if s in ref_curves else None
                     if minutes[s] is not None and ref_iters is not None:

@@ -274,6 +274,22 @@ def find_references(aggregates, reference):
     return found
 
 
+def check_one_class(name, run_a, run_b):
+    """A pair's two runs must share a numerics class (run_info.json's `numerics`: device, host model, ISA,
+    dtype, TF32, deterministic kernels), or their difference mixes the setting with the arithmetic.
+    Runs written before the class was recorded have none: two such runs pair as before; one of each cannot
+    be checked, and is refused too."""
+    x, y = run_a["_numerics"], run_b["_numerics"]
+    if x == y:
+        return
+    if x is None or y is None:
+        raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir'] if x is None else run_b['_dir']} has no "
+                           f"numerics class in run_info.json and the other has: their classes cannot be compared")
+    differ = ", ".join(f"{k} {x.get(k)!r} vs {y.get(k)!r}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
+    raise SummaryError(f"{name}: seed {run_a['seed']}: {run_a['_dir']} and {run_b['_dir']} ran in different "
+                       f"numerics classes ({differ}): a contrast pairs runs of one class")
+
+
 def reference_for(setting, references):
     """The reference setting a setting is paired with: one of the same comparable group (same
     data, model size, schedule and iterations). Several fit only when the reference name spans
@@ -311,6 +327,8 @@ def paired_analysis(rows, aggregates, curves, reference=""):
         if twin is None or dense["_comparable"] in floors:
             continue
         seeds = sorted(set(dense["_by_seed"]) & set(twin["_by_seed"]))
+        for s in seeds:
+            check_one_class(f"the noise floor ({twin['_name']} - {dense['_name']})", twin["_by_seed"][s], dense["_by_seed"][s])
         diffs = [twin["_by_seed"][s]["final_val_loss"] - dense["_by_seed"][s]["final_val_loss"] for s in seeds]
         if diffs:
             floors[dense["_comparable"]] = dict(
@@ -332,6 +350,7 @@ def paired_analysis(rows, aggregates, curves, reference=""):
         a["paired_reference"] = ref["_name"]
         seeds = sorted(set(a["_by_seed"]) & set(ref["_by_seed"]))
         for s in seeds:
+            check_one_class(f"{a['_name']} - {ref['_name']}", a["_by_seed"][s], ref["_by_seed"][s])
             a["_by_seed"][s].update(paired_reference=ref["_name"], paired_diff=a["_by_seed"][s]["final_val_loss"]
                                     - ref["_by_seed"][s]["final_val_loss"])
         if a is ref:

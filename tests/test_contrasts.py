@@ -109,6 +109,10 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
     result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref"])
     assert_one_line_error(result, "has no numerics class")
+    # the summary and the frontier pair every setting with 24comm: they refuse the same pair
+    for tool in (["bench.summarize", "--out", str(tmp_path / "summary")], ["bench.frontier", "--gpu", ""]):
+        result = run([sys.executable, "-m", tool[0], str(tmp_path / "runs"), *tool[1:]])
+        assert_one_line_error(result, "has no numerics class")
 
 
 def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled(tmp_path):

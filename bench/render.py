@@ -1,0 +1,214 @@
+"""
+Numbers rendered, not typed (issue 47): every figure in a study's findings, in RESULTS.md's answers
+and in the README's findings paragraph comes from a file its analysis wrote.
+
+A document holds rendered regions. Each starts with a marker naming its template and ends with
+`<!-- end rendered -->`; its text is the template (Jinja2) rendered with the numbers of every study:
+
+    <!-- rendered from bench/studies/cliff/findings.md.j2 by `python -m bench.render`: edit the template -->
+
+    python -m bench.render            # rewrite every region of every document
+    python -m bench.render --check    # exit 1 naming each region that differs (the fast tier runs it)
+
+What a template can name, per study folder `bench/studies/<study>/` (as `<study>.`, e.g. `cliff.H9`):
+    <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
+    <file stem>      any other json the analysis wrote: noise_floor, trend_min5 (bench.trend --json), ...
+    summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
+and, across studies, `frontier.best(network, gbps)` (bench.frontier's fastest setting). A name that no
+file provides stops the rendering with the template's line: a sentence cannot outlive its data.
+
+Filters: `x | ci` "+0.0258 [+0.0107, +0.0410]" from a dict with mean, ci_low, ci_high; `x | num(4)`,
+`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18". Templates type no result:
+tests/test_render.py fails on a decimal of three or more places written into a template's prose.
+"""
+
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STUDIES = os.path.join(ROOT, "bench", "studies")
+DOCUMENTS = ("README.md", "bench/RESULTS.md", "bench/studies/*/findings.md")
+START = re.compile(r"<!-- rendered from (\S+) by `python -m bench.render`: edit the template -->\n")
+END = "<!-- end rendered -->"
+
+
+class RenderError(Exception):
+    """A template naming a number no study provides, or a broken region: one line, the file named."""
+
+
+class Study(dict):
+    """One study's numbers: its contrasts by name, its other json files by stem, `summary` by setting."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+        for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+            stem = os.path.splitext(os.path.basename(path))[0]
+            with open(path) as f:
+                data = json.load(f)
+            if stem.startswith("family") and isinstance(data, list):
+                for record in data:
+                    if record["name"] in self:
+                        raise RenderError(f"{path}: contrast {record['name']!r} is named by two family files")
+                    self[record["name"]] = record
+            else:
+                self[stem] = data
+        path = os.path.join(folder, "experiment_summary.csv")
+        if os.path.exists(path):
+            with open(path) as f:
+                rows = [row for row in csv.DictReader(f) if row["kind"] == "aggregate"]
+            # by setting name without train_: shakespeare_char_24comm/bern0.01 (bench.summary.setting_name)
+            stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
+            self["summary"] = {stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row for row in rows}
+        self["name"] = os.path.basename(folder)
+
+
+def numbers():
+    """Every study's numbers, by the study folder's name; plus the frontier's helpers."""
+    out = {os.path.basename(folder): Study(folder) for folder in sorted(glob.glob(os.path.join(STUDIES, "*")))
+           if os.path.isdir(folder)}
+    frontier = out.get("frontier", {}).get("frontier")
+    if frontier:
+        def best(network, gbps):
+            found = [b for b in frontier["best"] if b["network"] == network and b["gbps"] == gbps]
+            if not found:
+                raise RenderError(f"frontier.json has no best setting for {network!r} at {gbps} Gb/s")
+            return found[0]
+
+        def setting(name):
+            found = [s for s in frontier["settings"] if name in s.get("aliases", [s["name"]])]
+            if len(found) != 1:
+                raise RenderError(f"frontier.json has {len(found)} settings named {name!r}")
+            return found[0]
+        out["frontier"].update(best=best, setting=setting)
+    return out
+
+
+# filters: how a number is written; which number it is comes from the template
+def _value(x):
+    if isinstance(x, str):
+        x = float(x)
+    if x is None:
+        raise RenderError("a number the template names is empty in its file (None)")
+    return x
+
+
+def num(x, digits=4):
+    return f"{_value(x):.{digits}f}"
+
+
+def signed(x, digits=4):
+    return f"{_value(x):+.{digits}f}"
+
+
+def ci(stats, digits=4, sign=True, mean=True):
+    """'+0.0258 [+0.0107, +0.0410]' from a dict with mean, ci_low and ci_high (or a summary row's paired_ columns)."""
+    keys = ("mean", "ci_low", "ci_high") if "ci_low" in stats else ("paired_diff_mean", "paired_ci_low", "paired_ci_high")
+    spec = f"{'+' if sign else ''}.{digits}f"
+    m, lo, hi = (_value(stats[k]) for k in keys)
+    return (f"{m:{spec}} " if mean else "") + f"[{lo:{spec}}, {hi:{spec}}]"
+
+
+def p(x):
+    """A p value as the findings write it: two significant digits, scientific below 1e-4."""
+    x = _value(x)
+    return f"{x:.0e}" if x < 1e-4 else f"{x:.2g}"
+
+
+def seeds(values):
+    """[9, 10, ..., 18] -> '9-18'; gaps as commas: '1-4, 7'."""
+    values, parts = sorted(int(v) for v in values), []
+    for v in values:
+        if parts and v == parts[-1][1] + 1:
+            parts[-1][1] = v
+        else:
+            parts.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def environment():
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)
+    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds)
+    return env
+
+
+def render_template(name, env=None, data=None):
+    """The text of template `name` (a path from the repository root) rendered with every study's numbers."""
+    import jinja2
+    env, data = env or environment(), data if data is not None else numbers()
+    try:
+        return env.get_template(name).render(**data)
+    except jinja2.TemplateNotFound:
+        raise RenderError(f"{name}: no such template") from None
+    except jinja2.UndefinedError as e:
+        raise RenderError(f"{name}{_line_of(e)}: names a number no study file provides ({e.message})") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise RenderError(f"{name}{_line_of(e)}: {type(e).__name__}: {e}") from None
+
+
+def _line_of(error):
+    import traceback
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith(".j2")]
+    return f", line {lines[-1]}" if lines else ""
+
+
+def documents():
+    return sorted({p for pattern in DOCUMENTS for p in glob.glob(os.path.join(ROOT, pattern))})
+
+
+def rendered(text, path, env, data):
+    """The document's text with every region rendered afresh, and the templates it names."""
+    out, names, at = [], [], 0
+    for start in START.finditer(text):
+        if start.start() < at:
+            continue
+        end = text.find(END, start.end())
+        if end < 0:
+            raise RenderError(f"{os.path.relpath(path, ROOT)}: the region of {start.group(1)} has no {END!r}")
+        out += [text[at:start.end()], render_template(start.group(1), env, data)]
+        names.append(start.group(1))
+        at = end
+    return "".join(out) + text[at:], names
+
+
+def render_all(write):
+    """Render every region of every document; write the documents if `write`. Returns the paths that differ."""
+    env, data, differ = environment(), numbers(), []
+    for path in documents():
+        with open(path) as f:
+            text = f.read()
+        new, _ = rendered(text, path, env, data)
+        if new != text:
+            differ.append(os.path.relpath(path, ROOT))
+            if write:
+                with open(path, "w") as f:
+                    f.write(new)
+    return differ
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document differs")
+    args = parser.parse_args()
+    try:
+        differ = render_all(write=not args.check)
+    except RenderError as e:
+        sys.exit(f"error: {e}")
+    if args.check and differ:
+        sys.exit(f"error: {', '.join(differ)} differ from their templates and the studies' numbers: a number "
+                 "typed or edited by hand, or a study file changed; run `python -m bench.render` and review the diff")
+    print(("rewrote " if differ else "up to date: ") + (", ".join(differ) or f"{len(documents())} documents"))
+
+
+if __name__ == "__main__":
+    main()
