@@ -14,11 +14,14 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
     <file stem>      any other json the analysis wrote: noise_floor, trend_min5 (bench.trend --json), ...
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
-and, across studies, `frontier.best(network, gbps)` (bench.frontier's fastest setting). A name that no
+<subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
+and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
+and `setting(frontier.frontier, name)` (a frontier row by any of its names). A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
 Filters: `x | ci` "+0.0258 [+0.0107, +0.0410]" from a dict with mean, ci_low, ci_high; `x | num(4)`,
-`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18". Templates type no result:
+`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18"; `[a, b] | span` the lowest
+to highest bound of several intervals. Templates type no result:
 tests/test_render.py fails on a decimal of three or more places written into a template's prose.
 """
 
@@ -68,28 +71,34 @@ class Study(dict):
             # by setting name without train_: shakespeare_char_24comm/bern0.01 (bench.summary.setting_name)
             stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
             self["summary"] = {stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row for row in rows}
-        self["name"] = os.path.basename(folder)
+        for sub in sorted(glob.glob(os.path.join(folder, "*", ""))):  # an interim's or a part's outputs
+            name = os.path.basename(os.path.dirname(sub))
+            if name != "runs" and glob.glob(os.path.join(sub, "*.json")) + glob.glob(os.path.join(sub, "*.csv")):
+                self[name] = Study(os.path.dirname(sub))
 
 
 def numbers():
-    """Every study's numbers, by the study folder's name; plus the frontier's helpers."""
-    out = {os.path.basename(folder): Study(folder) for folder in sorted(glob.glob(os.path.join(STUDIES, "*")))
-           if os.path.isdir(folder)}
-    frontier = out.get("frontier", {}).get("frontier")
-    if frontier:
-        def best(network, gbps):
-            found = [b for b in frontier["best"] if b["network"] == network and b["gbps"] == gbps]
-            if not found:
-                raise RenderError(f"frontier.json has no best setting for {network!r} at {gbps} Gb/s")
-            return found[0]
+    """Every study's numbers, by the study folder's name."""
+    return {os.path.basename(folder): Study(folder) for folder in sorted(glob.glob(os.path.join(STUDIES, "*")))
+            if os.path.isdir(folder)}
 
-        def setting(name):
-            found = [s for s in frontier["settings"] if name in s.get("aliases", [s["name"]])]
-            if len(found) != 1:
-                raise RenderError(f"frontier.json has {len(found)} settings named {name!r}")
-            return found[0]
-        out["frontier"].update(best=best, setting=setting)
-    return out
+
+# helpers a template calls on a frontier.json (bench.frontier): which row, not how it is written
+def best(frontier, network, gbps):
+    """The fastest eligible setting on a network at a bandwidth."""
+    found = [b for b in frontier["best"] if b["network"] == network and b["gbps"] == gbps]
+    if not found:
+        raise RenderError(f"frontier.json has no best setting for {network!r} at {gbps} Gb/s")
+    return found[0]
+
+
+def setting(frontier, name):
+    """A frontier row by any of its names (with or without train_)."""
+    name = name.removeprefix("train_")
+    found = [s for s in frontier["settings"] if name in s.get("aliases", [s["name"]])]
+    if len(found) != 1:
+        raise RenderError(f"frontier.json has {len(found)} settings named {name!r}")
+    return found[0]
 
 
 # filters: how a number is written; which number it is comes from the template
@@ -134,11 +143,17 @@ def seeds(values):
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
 
 
+def span(records, digits=4):
+    """'[-0.0240, +0.0251]': from the lowest interval bound to the highest of several contrasts."""
+    return f"[{min(_value(r['ci_low']) for r in records):+.{digits}f}, {max(_value(r['ci_high']) for r in records):+.{digits}f}]"
+
+
 def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds)
+    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span)
+    env.globals.update(best=best, setting=setting)
     return env
 
 
@@ -151,14 +166,15 @@ def render_template(name, env=None, data=None):
     except jinja2.TemplateNotFound:
         raise RenderError(f"{name}: no such template") from None
     except jinja2.UndefinedError as e:
-        raise RenderError(f"{name}{_line_of(e)}: names a number no study file provides ({e.message})") from None
+        what = (e.message or "").replace("'bench.render.Study object'", "the study's files")
+        raise RenderError(f"{name}{_line_of(e)}: names a number no study file provides ({what})") from None
     except (KeyError, TypeError, ValueError) as e:
         raise RenderError(f"{name}{_line_of(e)}: {type(e).__name__}: {e}") from None
 
 
 def _line_of(error):
     import traceback
-    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith(".j2")]
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith((".j2", "<template>"))]
     return f", line {lines[-1]}" if lines else ""
 
 
@@ -181,10 +197,10 @@ def rendered(text, path, env, data):
     return "".join(out) + text[at:], names
 
 
-def render_all(write):
-    """Render every region of every document; write the documents if `write`. Returns the paths that differ."""
+def render_all(write, paths=None):
+    """Render every region of every document (or of `paths`); write them if `write`. Returns those that differ."""
     env, data, differ = environment(), numbers(), []
-    for path in documents():
+    for path in paths or documents():
         with open(path) as f:
             text = f.read()
         new, _ = rendered(text, path, env, data)

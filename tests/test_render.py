@@ -1,0 +1,72 @@
+"""bench/render.py: every number a reader sees in a rendered region (the findings, RESULTS.md's answers,
+the README's findings paragraph) is the one its study's files hold today; a number edited by hand, a
+template naming a number no file provides and a result typed into a template all fail here."""
+
+import os
+import re
+
+import jinja2
+import pytest
+
+from bench import render
+
+# decimals a template may write itself: settings and definitions, not results
+SETTINGS = {"1.02", "0.6M", "2.5M", "0.3%", "1.4M"}
+
+
+def regions():
+    """(document, template) for every rendered region."""
+    out = []
+    for path in render.documents():
+        with open(path) as f:
+            out += [(os.path.relpath(path, render.ROOT), m.group(1)) for m in render.START.finditer(f.read())]
+    return out
+
+
+def test_every_rendered_region_is_what_its_template_and_the_studies_give_today():
+    assert render.render_all(write=False) == [], "run `python -m bench.render` and commit what changed"
+
+
+def test_a_number_edited_by_hand_fails_the_check(tmp_path):
+    path = os.path.join(render.ROOT, "bench", "studies", "frontier", "findings.md")
+    text = open(path).read()
+    number = re.search(r"[-+]\d\.\d{4} \[", text).group(0)  # the first interval's mean
+    edited = tmp_path / "findings.md"
+    edited.write_text(text.replace(number, number.replace("0", "9", 1), 1))
+    assert render.render_all(write=False, paths=[str(edited)]) == [os.path.relpath(edited, render.ROOT)]
+    assert edited.read_text() != text  # the check wrote nothing
+    edited.write_text(text)
+    assert render.render_all(write=False, paths=[str(edited)]) == []
+
+
+def test_a_template_naming_a_number_no_study_provides_fails_with_its_line():
+    env = render.environment()
+    env.loader = jinja2.DictLoader({"t.md.j2": "H9 {{ cliff.H9 | ci }}\nH99 {{ cliff.H99 | ci }}\n"})
+    with pytest.raises(render.RenderError, match=r"t.md.j2, line 2: names a number no study file provides"):
+        render.render_template("t.md.j2", env)
+    env.loader = jinja2.DictLoader({"t.md.j2": "{{ cliff.H9 | ci }} p {{ cliff.H9.p_holm | p }}"})
+    h9 = render.numbers()["cliff"]["H9"]
+    assert render.render_template("t.md.j2", env) == \
+        f"{h9['mean']:+.4f} [{h9['ci_low']:+.4f}, {h9['ci_high']:+.4f}] p {render.p(h9['p_holm'])}"
+
+
+@pytest.mark.parametrize("document, template", regions())
+def test_a_template_types_no_result(document, template):
+    """Prose stays prose, every figure in it comes from a file: outside its {{ }} and code, a template
+    writes no decimal but a setting's (SETTINGS)."""
+    text = open(os.path.join(render.ROOT, template)).read()
+    prose = re.sub(r"{{.*?}}|{%.*?%}|{#.*?#}|```.*?```|`[^`\n]*`|\([^()\s]*\.(?:md|png|json|csv)\)", " ", text,
+                   flags=re.S)
+    typed = [d for d in re.findall(r"(?<![\w.])[-+]?\d+\.\d+[%M]?", prose) if d.lstrip("+-") not in SETTINGS]
+    assert not typed, f"{template} types {typed}: name them from a study's file (bench/render.py)"
+
+
+def test_the_filters_write_numbers_as_the_findings_do():
+    assert render.ci({"mean": 0.02584, "ci_low": 0.01071, "ci_high": 0.04104}) == "+0.0258 [+0.0107, +0.0410]"
+    assert render.ci({"paired_diff_mean": "-0.5", "paired_ci_low": "-0.61", "paired_ci_high": "-0.4"}, 1) == \
+        "-0.5 [-0.6, -0.4]"
+    assert (render.p(0.00015), render.p(0.0426), render.p(6.7e-6), render.p(1.0)) == ("0.00015", "0.043", "7e-06", "1")
+    assert render.seeds([9, 10, 11, 12, 18, 20, 21]) == "9-12, 18, 20-21"
+    assert render.span([{"ci_low": -0.01, "ci_high": 0.02}, {"ci_low": -0.024, "ci_high": 0.005}]) == "[-0.0240, +0.0200]"
+    with pytest.raises(render.RenderError, match="empty"):
+        render.num(None)
