@@ -14,14 +14,15 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
     <file stem>      any other json the analysis wrote: noise_floor, trend_min5 (bench.trend --json), ...
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
+    classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
 and `setting(frontier.frontier, name)` (a frontier row by any of its names). A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
 Filters: `x | ci` "+0.0258 [+0.0107, +0.0410]" from a dict with mean, ci_low, ci_high; `x | num(4)`,
-`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18"; `[a, b] | span` the lowest
-to highest bound of several intervals. Templates type no result:
+`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18"; `x | classes` each class's seeds; `[a, b] | span` the lowest
+to highest bound of several intervals; `x | flip` B - A from A - B; `name | short` without the dataset. Templates type no result:
 tests/test_render.py fails on a decimal of three or more places written into a template's prose.
 """
 
@@ -71,10 +72,25 @@ class Study(dict):
             # by setting name without train_: shakespeare_char_24comm/bern0.01 (bench.summary.setting_name)
             stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
             self["summary"] = {stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row for row in rows}
+        self["classes"] = run_classes(os.path.join(folder, "runs"))
         for sub in sorted(glob.glob(os.path.join(folder, "*", ""))):  # an interim's or a part's outputs
             name = os.path.basename(os.path.dirname(sub))
             if name != "runs" and glob.glob(os.path.join(sub, "*.json")) + glob.glob(os.path.join(sub, "*.csv")):
                 self[name] = Study(os.path.dirname(sub))
+
+
+def run_classes(runs):
+    """{numerics class: [seeds]} of a study's runs (bench.summary.class_label of each run_info.json)."""
+    from bench.summary import class_label
+    out = {}
+    for config in sorted(glob.glob(os.path.join(runs, "*", "config.json"))):
+        info = os.path.join(os.path.dirname(config), "run_info.json")
+        with open(config) as f:
+            seed = json.load(f)["seed"]
+        label = class_label(json.load(open(info)) if os.path.exists(info) else {})
+        if seed not in out.setdefault(label, []):
+            out[label].append(seed)
+    return {label: sorted(found) for label, found in out.items()}
 
 
 def numbers():
@@ -143,6 +159,21 @@ def seeds(values):
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
 
 
+def short(name):
+    """A setting's name without its dataset: 'shakespeare_char_24comm/half_bern1' -> '24comm/half_bern1'."""
+    return re.sub(r"^(train_)?shakespeare_char_?", "", name) or "dense"
+
+
+def flip(stats):
+    """B - A from A - B: the mean negated and the interval turned round ('beats by')."""
+    return dict(stats, mean=-_value(stats["mean"]), ci_low=-_value(stats["ci_high"]), ci_high=-_value(stats["ci_low"]))
+
+
+def classes(found):
+    """'cpu AVX512 (as recorded then): seeds 9-18' from {class: [seeds]}, classes joined by '; '."""
+    return "; ".join(f"{label}: seeds {seeds(members)}" for label, members in found.items())
+
+
 def span(records, digits=4):
     """'[-0.0240, +0.0251]': from the lowest interval bound to the highest of several contrasts."""
     return f"[{min(_value(r['ci_low']) for r in records):+.{digits}f}, {max(_value(r['ci_high']) for r in records):+.{digits}f}]"
@@ -152,7 +183,7 @@ def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span)
+    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short)
     env.globals.update(best=best, setting=setting)
     return env
 

@@ -210,8 +210,8 @@ def class_label(info):
         return f"{where}, {n['dtype']}" + (", TF32" if n["tf32"] else "") + (", deterministic" if n["deterministic"] else "")
     if not info:
         return "unknown (no run_info.json)"
-    device = info.get("device", "cpu")
-    return f"{'cpu ' + str(info.get('cpu_capability')) if device == 'cpu' else device} (as recorded then)"
+    device, isa = info.get("device", "cpu"), info.get("cpu_capability") or "ISA not recorded"
+    return f"{'cpu ' + isa if device == 'cpu' else device} (as recorded then)"
 
 
 def schedule_syncs(cfg):

@@ -188,6 +188,7 @@ def main():
                         "(default: the one with the most sync points), e.g. config/train_shakespeare_char_24comm.py")
     parser.add_argument("--plan", action="store_true", help="also print the seeds a follow-up needs to resolve each "
                         "unresolved cost or contrast as large as observed, with 80%% power (bench/power.py)")
+    parser.add_argument("--json", default="", help="also write the costs and contrasts here (bench/render.py reads them)")
     args = parser.parse_args()
     rows = read_rows(args.summary)
     syncs = {r["config"]: int(r["sync_points"]) for r in rows}
@@ -242,6 +243,12 @@ def main():
                   f"{fmt(s['p_holm'], '.3g')} |")
     if args.plan:
         print_plan(table, found)
+    if args.json:  # costs by '<config stem>/<link>' (train_ dropped), contrasts by their label
+        stem = lambda c: os.path.splitext(os.path.basename(c))[0].removeprefix("train_")  # noqa: E731
+        with open(args.json, "w") as f:
+            json.dump(dict(costs={f"{stem(c)}/{name}": dict(s, rate=rate, both_passes=both, bernoulli=bern)
+                                  for c, name, s, rate, both, bern in table},
+                           contrasts={label: dict(s, question=q) for q, label, s in found}), f, indent=1)
     failed = []
     if controls:
         print("\n| config | control (drops nothing) | pairs | exactly 0 | largest difference |")
