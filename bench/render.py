@@ -71,7 +71,8 @@ class Study(dict):
                 rows = [row for row in csv.DictReader(f) if row["kind"] == "aggregate"]
             # by setting name without train_: shakespeare_char_24comm/bern0.01 (bench.summary.setting_name)
             stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
-            self["summary"] = {stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row for row in rows}
+            self["summary"] = {prefix + stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row
+                               for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
         self["classes"] = run_classes(os.path.join(folder, "runs"))
         for sub in sorted(glob.glob(os.path.join(folder, "*", ""))):  # an interim's or a part's outputs
             name = os.path.basename(os.path.dirname(sub))
@@ -164,6 +165,11 @@ def short(name):
     return re.sub(r"^(train_)?shakespeare_char_?", "", name) or "dense"
 
 
+def verdict(text):
+    """bench.contrasts' verdict in a table: 'resolved: A higher' -> 'resolved: higher'."""
+    return text.replace("resolved: A ", "resolved: ")
+
+
 def flip(stats):
     """B - A from A - B: the mean negated and the interval turned round ('beats by')."""
     return dict(stats, mean=-_value(stats["mean"]), ci_low=-_value(stats["ci_high"]), ci_high=-_value(stats["ci_low"]))
@@ -183,7 +189,7 @@ def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short)
+    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
     env.globals.update(best=best, setting=setting)
     return env
 

@@ -57,7 +57,7 @@ def test_a_template_types_no_result(document, template):
     text = open(os.path.join(render.ROOT, template)).read()
     prose = re.sub(r"{{.*?}}|{%.*?%}|{#.*?#}|```.*?```|`[^`\n]*`|\([^()\s]*\.(?:md|png|json|csv)\)", " ", text,
                    flags=re.S)
-    typed = [d for d in re.findall(r"(?<![\w.])[-+]?\d+\.\d+[%M]?", prose) if d.lstrip("+-") not in SETTINGS]
+    typed = [d for d in re.findall(r"(?<![\w.])[-+]?\d+\.\d+(?![.\d])[%M]?", prose) if d.lstrip("+-") not in SETTINGS]
     assert not typed, f"{template} types {typed}: name them from a study's file (bench/render.py)"
 
 
