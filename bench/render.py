@@ -17,7 +17,8 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
-and `setting(frontier.frontier, name)` (a frontier row by any of its names). A name that no
+and `setting(frontier.frontier, name)` (a frontier row by any of its names), and bench.stats.power_at.
+A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
 Filters: `x | ci` "+0.0258 [+0.0107, +0.0410]" from a dict with mean, ci_low, ci_high; `x | num(4)`,
@@ -171,8 +172,10 @@ def verdict(text):
 
 
 def flip(stats):
-    """B - A from A - B: the mean negated and the interval turned round ('beats by')."""
-    return dict(stats, mean=-_value(stats["mean"]), ci_low=-_value(stats["ci_high"]), ci_high=-_value(stats["ci_low"]))
+    """B - A from A - B (a contrast, or a summary row's paired columns): the mean negated, the interval turned round."""
+    m, lo, hi = (stats[k] for k in (("mean", "ci_low", "ci_high") if "ci_low" in stats
+                                    else ("paired_diff_mean", "paired_ci_low", "paired_ci_high")))
+    return dict(stats, mean=-_value(m), ci_low=-_value(hi), ci_high=-_value(lo))
 
 
 def classes(found):
@@ -190,7 +193,8 @@ def environment():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
-    env.globals.update(best=best, setting=setting)
+    from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
+    env.globals.update(best=best, setting=setting, power_at=power_at)
     return env
 
 
