@@ -14,6 +14,8 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
     <file stem>      any other json the analysis wrote: noise_floor, trend_min5 (bench.trend --json), ...
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
+    runs[<run>]      a run's row there, by run name (shakespeare_char_24comm-bern0.01-s5)
+    final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
@@ -69,15 +71,24 @@ class Study(dict):
         path = os.path.join(folder, "experiment_summary.csv")
         if os.path.exists(path):
             with open(path) as f:
-                rows = [row for row in csv.DictReader(f) if row["kind"] == "aggregate"]
+                every = list(csv.DictReader(f))
+            self["runs"] = {row["run"]: row for row in every if row["kind"] == "run"}  # by run name: one seed's
+            rows = [row for row in every if row["kind"] == "aggregate"]
             # by setting name without train_: shakespeare_char_24comm/bern0.01 (bench.summary.setting_name)
             stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
             self["summary"] = {prefix + stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row
                                for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
         self["classes"] = run_classes(os.path.join(folder, "runs"))
+        finals = {}  # a loose run kept beside the study (a rerun): its last logged val loss, by folder name
+        for log in sorted(glob.glob(os.path.join(folder, "*", "metrics.jsonl"))):
+            with open(log) as f:
+                evals = [json.loads(line) for line in f if '"val_loss"' in line]
+            finals[os.path.basename(os.path.dirname(log))] = evals[-1]["val_loss"] if evals else None
+        if finals:
+            self["final_val_loss"] = finals
         for sub in sorted(glob.glob(os.path.join(folder, "*", ""))):  # an interim's or a part's outputs
             name = os.path.basename(os.path.dirname(sub))
-            if name != "runs" and glob.glob(os.path.join(sub, "*.json")) + glob.glob(os.path.join(sub, "*.csv")):
+            if name != "runs" and any(glob.glob(os.path.join(sub, pattern)) for pattern in ("*.json", "*.csv", "*/metrics.jsonl")):
                 self[name] = Study(os.path.dirname(sub))
 
 
@@ -147,7 +158,7 @@ def ci(stats, digits=4, sign=True, mean=True):
 def p(x):
     """A p value as the findings write it: two significant digits, scientific below 1e-4."""
     x = _value(x)
-    return f"{x:.0e}" if x < 1e-4 else f"{x:.2g}"
+    return f"{x:.1e}" if x < 1e-4 else f"{x:.2g}"
 
 
 def seeds(values):
@@ -195,6 +206,7 @@ def environment():
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
     env.globals.update(best=best, setting=setting, power_at=power_at)
+    env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 
 

@@ -104,6 +104,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("sweep_dirs", nargs="+", help="directories of runs (a study's runs/)")
     parser.add_argument("--seeds", default="", help="only the runs of these seeds: 38-48, 1,3,5 (default: all)")
+    parser.add_argument("--json", default="", help="also write each setting's pooled rates and every run's z here")
     args = parser.parse_args()
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else None
@@ -133,6 +134,19 @@ def main():
         print(line(r))
     for members in settings.values():
         print(line(pooled(members)))
+    if args.json:  # per setting: the pooled per-iteration rates and the range of the runs' z (bench/render.py)
+        z = lambda r, m, e, v: (r[m] - r[e]) / math.sqrt(r[v]) if r["bernoulli"] and r[v] > 0 else None  # noqa: E731
+        out = {}
+        for setting, members in settings.items():
+            p = pooled(members)
+            zs = [x for r in members for x in (z(r, "resent", "resent_expected", "resent_var"),
+                                               z(r, "rounds", "rounds_expected", "rounds_var")) if x is not None]
+            out[setting] = dict(runs=len(members), resent_per_iter=p["resent"] / p["iters"],
+                                resent_expected_per_iter=p["resent_expected"] / p["iters"], share=p["resent"] / p["sent"],
+                                rounds_per_iter=p["rounds"] / p["iters"], rounds_expected_per_iter=p["rounds_expected"] / p["iters"],
+                                z_min=min(zs, default=None), z_max=max(zs, default=None))
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

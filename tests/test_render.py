@@ -65,7 +65,7 @@ def test_the_filters_write_numbers_as_the_findings_do():
     assert render.ci({"mean": 0.02584, "ci_low": 0.01071, "ci_high": 0.04104}) == "+0.0258 [+0.0107, +0.0410]"
     assert render.ci({"paired_diff_mean": "-0.5", "paired_ci_low": "-0.61", "paired_ci_high": "-0.4"}, 1) == \
         "-0.5 [-0.6, -0.4]"
-    assert (render.p(0.00015), render.p(0.0426), render.p(6.7e-6), render.p(1.0)) == ("0.00015", "0.043", "7e-06", "1")
+    assert (render.p(0.00015), render.p(0.0426), render.p(6.7e-6), render.p(1.0)) == ("0.00015", "0.043", "6.7e-06", "1")
     assert render.seeds([9, 10, 11, 12, 18, 20, 21]) == "9-12, 18, 20-21"
     assert render.span([{"ci_low": -0.01, "ci_high": 0.02}, {"ci_low": -0.024, "ci_high": 0.005}]) == "[-0.0240, +0.0200]"
     with pytest.raises(render.RenderError, match="empty"):
