@@ -16,10 +16,11 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
     runs[<run>]      a run's row there, by run name (shakespeare_char_24comm-bern0.01-s5)
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
+    logged[<run>]    a run's first training-step record in its metrics.jsonl (bytes and syncs as logged)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
-and `setting(frontier.frontier, name)` (a frontier row by any of its names), and bench.stats.power_at.
+and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats).
 A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
@@ -79,6 +80,11 @@ class Study(dict):
             self["summary"] = {prefix + stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row
                                for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
         self["classes"] = run_classes(os.path.join(folder, "runs"))
+        self["logged"] = {}  # each run's first training-step record (what it logged: bytes, exposed syncs)
+        for log in sorted(glob.glob(os.path.join(folder, "runs", "*", "metrics.jsonl"))):
+            with open(log) as f:
+                step = next((json.loads(line) for line in f if '"val_loss"' not in line and line.strip()), None)
+            self["logged"][os.path.basename(os.path.dirname(log))] = step
         finals = {}  # a loose run kept beside the study (a rerun): its last logged val loss, by folder name
         for log in sorted(glob.glob(os.path.join(folder, "*", "metrics.jsonl"))):
             with open(log) as f:
@@ -155,10 +161,10 @@ def ci(stats, digits=4, sign=True, mean=True):
     return (f"{m:{spec}} " if mean else "") + f"[{lo:{spec}}, {hi:{spec}}]"
 
 
-def p(x):
-    """A p value as the findings write it: two significant digits, scientific below 1e-4."""
+def p(x, digits=2):
+    """A p value as the findings write it: `digits` significant digits, scientific below 1e-4."""
     x = _value(x)
-    return f"{x:.1e}" if x < 1e-4 else f"{x:.2g}"
+    return f"{x:.{digits - 1}e}" if x < 1e-4 else f"{x:.{digits}g}"
 
 
 def seeds(values):
@@ -205,7 +211,8 @@ def environment():
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
-    env.globals.update(best=best, setting=setting, power_at=power_at)
+    from bench.stats import paired_stats  # a display over some seeds (a class): the same statistics as the tools'
+    env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats)
     env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 
