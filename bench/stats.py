@@ -79,7 +79,10 @@ def power_at(n, effect, std, family=1):
     if std == 0:
         return 1.0 if effect else (1.0 - CONFIDENCE) / family
     noncentrality = abs(effect) * math.sqrt(n) / std
-    return float(_st.nct.sf(critical, df, noncentrality) + _st.nct.cdf(-critical, df, noncentrality))
+    upper, lower = _st.nct.sf(critical, df, noncentrality), _st.nct.cdf(-critical, df, noncentrality)
+    # scipy's noncentral t returns nan in the far lower tail for some noncentralities (seen at 10.79 with 3
+    # degrees of freedom, where its neighbours give 1e-18): that tail is then negligible, so count it as 0
+    return float(upper + (lower if math.isfinite(lower) else 0.0))
 
 
 def seeds_needed(effect, std, family=1, power=0.8, max_seeds=10_000):
