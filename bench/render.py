@@ -20,7 +20,9 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
-and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats).
+and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats),
+`seeds_needed`, `welch(a, b)`, `costs(study, config, setting)` (lossy minus lossless twin, per seed)
+and `minus(a, b)` (one per-seed cost minus another).
 A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
@@ -79,6 +81,7 @@ class Study(dict):
             stem = lambda row: os.path.splitext(os.path.basename(row["config"]))[0].removeprefix("train_")  # noqa: E731
             self["summary"] = {prefix + stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row
                                for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
+        self["name"] = os.path.basename(folder)
         self["classes"] = run_classes(os.path.join(folder, "runs"))
         self["logged"] = {}  # each run's first training-step record (what it logged: bytes, exposed syncs)
         for log in sorted(glob.glob(os.path.join(folder, "runs", "*", "metrics.jsonl"))):
@@ -125,6 +128,31 @@ def best(frontier, network, gbps):
     if not found:
         raise RenderError(f"frontier.json has no best setting for {network!r} at {gbps} Gb/s")
     return found[0]
+
+
+def costs(study, config, setting, twin="lossless"):
+    """{seed: final val loss of a study's run minus its twin's of the same config and seed}, from the
+    summary's run rows (bench.tolerance's pairing: a lossy run against the lossless run of its config)."""
+    runs, out = study["runs"], {}
+    for name, row in runs.items():
+        stem, _, seed = name.rpartition("-s")
+        if stem == f"shakespeare_char_{config}-{setting}" and f"shakespeare_char_{config}-{twin}-s{seed}" in runs:
+            out[int(seed)] = float(row["final_val_loss"]) - float(runs[f"shakespeare_char_{config}-{twin}-s{seed}"]["final_val_loss"])
+    if not out:
+        raise RenderError(f"{study['name']}: no {config} {setting} run has a {twin} twin")
+    return dict(sorted(out.items()))
+
+
+def minus(a, b):
+    """[a[seed] - b[seed]] over the seeds both have: one per-seed cost minus another (a contrast)."""
+    return [a[seed] - b[seed] for seed in a if seed in b]
+
+
+def welch(a, b):
+    """Welch's t test of two independent samples: {t, p} (scipy)."""
+    from scipy.stats import ttest_ind
+    result = ttest_ind(list(a), list(b), equal_var=False)
+    return dict(t=float(result.statistic), p=float(result.pvalue))
 
 
 def setting(frontier, name):
@@ -211,8 +239,9 @@ def environment():
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
-    from bench.stats import paired_stats  # a display over some seeds (a class): the same statistics as the tools'
-    env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats)
+    from bench.stats import paired_stats, seeds_needed  # the same statistics as the tools'
+    env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats, seeds_needed=seeds_needed,
+                       costs=costs, welch=welch, minus=minus)
     env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 
