@@ -17,12 +17,13 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     runs[<run>]      a run's row there, by run name (shakespeare_char_24comm-bern0.01-s5)
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     logged[<run>]    a run's first training-step record in its metrics.jsonl (bytes and syncs as logged)
+    <csv stem>       any other csv's rows (bench.sensitivity's sensitivity.csv)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
 <subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
 and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats),
 `seeds_needed`, `welch(a, b)`, `costs(study, config, setting)` (lossy minus lossless twin, per seed)
-and `minus(a, b)` (one per-seed cost minus another).
+`minus(a, b)` (one per-seed cost minus another) and `correlation(a, b)`; `x | mean`.
 A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
@@ -71,6 +72,10 @@ class Study(dict):
                     self[record["name"]] = record
             else:
                 self[stem] = data
+        for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):  # another tool's table: its rows
+            if not path.endswith("experiment_summary.csv"):
+                with open(path) as f:
+                    self[os.path.splitext(os.path.basename(path))[0]] = list(csv.DictReader(f))
         path = os.path.join(folder, "experiment_summary.csv")
         if os.path.exists(path):
             with open(path) as f:
@@ -146,6 +151,17 @@ def costs(study, config, setting, twin="lossless"):
 def minus(a, b):
     """[a[seed] - b[seed]] over the seeds both have: one per-seed cost minus another (a contrast)."""
     return [a[seed] - b[seed] for seed in a if seed in b]
+
+
+def correlation(a, b):
+    """Pearson's r of two equal-length lists (numpy)."""
+    import numpy as np
+    return float(np.corrcoef([float(x) for x in a], [float(y) for y in b])[0, 1])
+
+
+def mean(values):
+    values = [float(v) for v in values]
+    return sum(values) / len(values)
 
 
 def welch(a, b):
@@ -237,11 +253,11 @@ def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict)
+    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict, mean=mean)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
     from bench.stats import paired_stats, seeds_needed  # the same statistics as the tools'
     env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats, seeds_needed=seeds_needed,
-                       costs=costs, welch=welch, minus=minus)
+                       costs=costs, welch=welch, minus=minus, correlation=correlation)
     env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 

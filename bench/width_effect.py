@@ -17,6 +17,7 @@ if not __package__:  # run as `python bench/<tool>.py`: as the module it is (ben
 
 import argparse
 import csv
+import json
 import os
 import sys
 
@@ -47,6 +48,7 @@ def main():
     parser.add_argument("narrow", help="summary CSV of the narrower model")
     parser.add_argument("wide", help="summary CSV of the wider model")
     parser.add_argument("--reference", default="train_shakespeare_char_24comm", help="the config each is paired with")
+    parser.add_argument("--json", default="", help="also write each config's costs and change here (bench/render.py)")
     args = parser.parse_args()
     narrow, wide = final_losses(args.narrow), final_losses(args.wide)
     for name, table in (("narrow", narrow), ("wide", wide)):
@@ -74,6 +76,10 @@ def main():
                    "grows with width" if change["mean"] > 0 else "shrinks with width")
         print(f"| {config} | {len(seeds)} | {interval(narrow_cost)} | {interval(wide_cost)} | {interval(change)} | "
               f"{'-' if p is None else f'{p:.2g}'} | {verdict} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({config.removeprefix("train_"): dict(seeds=seeds, narrow=n, wide=w, change=dict(c, p_holm=adjusted.get(i)))
+                       for i, (config, seeds, n, w, c) in enumerate(rows)}, f, indent=1)
 
 
 if __name__ == "__main__":
