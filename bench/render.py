@@ -23,7 +23,8 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
 and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
 and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats),
 `seeds_needed`, `welch(a, b)`, `costs(study, config, setting)` (lossy minus lossless twin, per seed)
-`minus(a, b)` (one per-seed cost minus another) and `correlation(a, b)`; `x | mean`.
+`minus(a, b)` (one per-seed cost minus another), `correlation(a, b)` and bench.step_time's
+`gpt2_projection`; `x | mean`.
 A name that no
 file provides stops the rendering with the template's line: a sentence cannot outlive its data.
 
@@ -255,9 +256,11 @@ def environment():
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict, mean=mean)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
-    from bench.stats import paired_stats, seeds_needed  # the same statistics as the tools'
+    from bench.step_time import gpt2_projection  # (compute ms, comm ms, bytes) of a projected micro-step
+    from bench.stats import paired_stats, seeds_needed, t_quantile  # the same statistics as the tools'
     env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats, seeds_needed=seeds_needed,
-                       costs=costs, welch=welch, minus=minus, correlation=correlation)
+                       costs=costs, welch=welch, minus=minus, correlation=correlation,
+                       gpt2_projection=gpt2_projection, t_quantile=t_quantile)
     env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 

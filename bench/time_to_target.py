@@ -24,6 +24,7 @@ if not __package__:  # run as `python bench/<tool>.py`: as the module it is (ben
     import _as_module  # noqa: F401
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -80,6 +81,7 @@ def main():
     parser.add_argument("--gpu", default="", help="bench/gpu_compute.py's json (e.g. bench/gpu_compute/h100_compiled.json): "
                         "its measured TP=2 rank micro-step replaces the assumed MFU")
     parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
+    parser.add_argument("--json", default="", help="also write the table's numbers here (bench/render.py reads them)")
     args = parser.parse_args()
     try:
         args.terms = compute_terms(args.gpu) if args.gpu else None
@@ -106,6 +108,12 @@ def main():
             cells.append(f"{fmt(minutes[g])} | {ci}")
         print(f"| {a['_name']} | {a['sync_points']:g} | {a['reached_' + args.target] or 0} / {a['n']} | "
               f"{fmt(a['iters_to_' + args.target], '.0f')} | " + " | ".join(cells) + " |")
+    if args.json:  # per setting (name without train_): reached, iterations, minutes and paired minutes per Gb/s
+        with open(args.json, "w") as f:
+            json.dump({a["_name"].removeprefix("train_"): dict(
+                syncs=a["sync_points"], reached=a["reached_" + args.target] or 0, n=a["n"], iters=a["iters_to_" + args.target],
+                minutes={str(g): minutes[g] for g in BANDWIDTHS}, vs_24comm={str(g): paired.get(g) for g in BANDWIDTHS})
+                for a, minutes, paired in result}, f, indent=1)
     if args.out:
         plot(result, curves, args)
 
