@@ -11,7 +11,7 @@ import pytest
 from bench import render
 
 # decimals a template may write itself: settings and definitions, not results
-SETTINGS = {"1.01", "1.02", "0.6M", "2.5M", "2.4M", "12.3M", "0.3%", "1.4M"}  # sizes, token counts, a target factor, a rate
+SETTINGS = {"1.01", "1.02", "0.6M", "2.5M", "2.4M", "12.3M", "0.3%", "0.99%", "1.4M"}  # sizes, token counts, a target factor, a rate
 
 
 def regions():
