@@ -257,10 +257,10 @@ def environment():
     env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict, mean=mean)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
     from bench.step_time import gpt2_projection  # (compute ms, comm ms, bytes) of a projected micro-step
-    from bench.stats import paired_stats, seeds_needed, t_quantile  # the same statistics as the tools'
+    from bench.stats import holm, paired_stats, seeds_needed, t_quantile  # the same statistics as the tools'
     env.globals.update(best=best, setting=setting, power_at=power_at, paired=paired_stats, seeds_needed=seeds_needed,
                        costs=costs, welch=welch, minus=minus, correlation=correlation,
-                       gpt2_projection=gpt2_projection, t_quantile=t_quantile)
+                       gpt2_projection=gpt2_projection, t_quantile=t_quantile, holm=holm)
     env.tests["startingwith"] = lambda text, prefix: str(text).startswith(prefix)
     return env
 
