@@ -27,6 +27,17 @@ def test_every_rendered_region_is_what_its_template_and_the_studies_give_today()
     assert render.render_all(write=False) == [], "run `python -m bench.render` and commit what changed"
 
 
+def test_every_findings_and_the_first_screens_are_rendered():
+    """Each study's findings.md is one rendered region (a template beside it), and so are RESULTS.md's
+    answers and the README's findings paragraph: no study number outside a template."""
+    rendered = {document for document, _ in regions()}
+    findings = {os.path.relpath(p, render.ROOT) for p in render.documents() if p.endswith("findings.md")}
+    assert findings and findings <= rendered, sorted(findings - rendered)
+    assert {"README.md", os.path.join("bench", "RESULTS.md")} <= rendered
+    for path in findings:
+        assert open(os.path.join(render.ROOT, path)).read().startswith("<!-- rendered from "), path
+
+
 def test_a_number_edited_by_hand_fails_the_check(tmp_path):
     path = os.path.join(render.ROOT, "bench", "studies", "frontier", "findings.md")
     text = open(path).read()
