@@ -8,30 +8,31 @@ A document holds rendered regions. Each starts with a marker naming its template
     <!-- rendered from bench/studies/cliff/findings.md.j2 by `python -m bench.render`: edit the template -->
 
     python -m bench.render            # rewrite every region of every document
-    python -m bench.render --check    # exit 1 naming each region that differs (the fast tier runs it)
+    python -m bench.render --check    # exit 1 naming each document that differs (the fast tier checks it)
 
 What a template can name, per study folder `bench/studies/<study>/` (as `<study>.`, e.g. `cliff.H9`):
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
-    <file stem>      any other json the analysis wrote: noise_floor, trend_min5 (bench.trend --json), ...
+    <file stem>      any other json the analysis wrote (noise_floor, trend_min5 from bench.trend --json, ...)
+                     and any other csv's rows (bench.sensitivity's sensitivity.csv)
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
     runs[<run>]      a run's row there, by run name (shakespeare_char_24comm-bern0.01-s5)
-    final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     logged[<run>]    a run's first training-step record in its metrics.jsonl (bytes and syncs as logged)
-    <csv stem>       any other csv's rows (bench.sensitivity's sensitivity.csv)
+    final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
-<subfolder>       the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
-and the helpers `best(frontier.frontier, network, gbps)` (bench.frontier's fastest setting on a network)
-and `setting(frontier.frontier, name)` (a frontier row by any of its names), bench.stats.power_at and `paired(diffs)` (bench.stats.paired_stats),
-`seeds_needed`, `welch(a, b)`, `costs(study, config, setting)` (lossy minus lossless twin, per seed)
-`minus(a, b)` (one per-seed cost minus another), `correlation(a, b)` and bench.step_time's
-`gpt2_projection`; `x | mean`.
-A name that no
-file provides stops the rendering with the template's line: a sentence cannot outlive its data.
+    <subfolder>      the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
+Functions, which compute from those numbers what the tools would: `best(frontier, network, gbps)` and
+`setting(frontier, name)` (rows of a frontier.json), `costs(study, config, setting)` (lossy minus
+lossless twin, per seed), `minus(a, b)`, `paired(diffs)`, `holm(ps)`, `power_at`, `seeds_needed`,
+`t_quantile` (bench.stats), `welch(a, b)`, `correlation(a, b)`, `gpt2_projection` (bench.step_time).
+A name that no file provides stops the rendering with the template's line: a sentence cannot outlive
+its data.
 
-Filters: `x | ci` "+0.0258 [+0.0107, +0.0410]" from a dict with mean, ci_low, ci_high; `x | num(4)`,
-`x | signed(4)` fixed decimals; `x | p` a p value; `x | seeds` "9-18"; `x | classes` each class's seeds; `[a, b] | span` the lowest
-to highest bound of several intervals; `x | flip` B - A from A - B; `name | short` without the dataset. Templates type no result:
-tests/test_render.py fails on a decimal of three or more places written into a template's prose.
+Filters say how a number is written: `x | ci` "+0.0258 [+0.0107, +0.0410]" (a dict with mean, ci_low,
+ci_high, or a summary row's paired columns), `x | num(4)` and `x | signed(4)` fixed decimals, `x | p` a
+p value, `x | seeds` "9-18", `x | classes` each class's seeds, `[a, b] | span` the lowest to highest
+bound of several intervals, `x | flip` B - A from A - B, `name | short` without the dataset,
+`x | mean`. Templates type no result: tests/test_render.py fails on a decimal written into a
+template's prose (settings such as the 1.02 target excepted).
 """
 
 if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
@@ -329,7 +330,7 @@ def main():
     except RenderError as e:
         sys.exit(f"error: {e}")
     if args.check and differ:
-        sys.exit(f"error: {', '.join(differ)} differ from their templates and the studies' numbers: a number "
+        sys.exit(f"error: {', '.join(differ)}: not what the templates and the studies' numbers give: a number "
                  "typed or edited by hand, or a study file changed; run `python -m bench.render` and review the diff")
     print(("rewrote " if differ else "up to date: ") + (", ".join(differ) or f"{len(documents())} documents"))
 
