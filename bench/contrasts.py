@@ -24,7 +24,7 @@ import json
 import sys
 
 from bench.stats import CONFIDENCE, holm, interval_at, paired_stats
-from bench.summary import SummaryError, aggregate, check_one_class, fmt, parse_seeds, read_runs
+from bench.summary import SummaryError, aggregate, by_class, check_one_class, fmt, parse_seeds, read_runs
 
 
 def find(aggregates, name):
@@ -51,12 +51,9 @@ def family(aggregates, contrasts, tost=None):
             check_one_class(name, a["_by_seed"][seed], b["_by_seed"][seed])
         diffs = {s: a["_by_seed"][s]["final_val_loss"] - b["_by_seed"][s]["final_val_loss"] for s in seeds}
         out.append(dict(name=name, a=a["_name"], b=b["_name"], seeds=seeds, **paired_stats(list(diffs.values()))))
-        classes = {}  # seeds of one numerics class (a pair is of one class: checked above)
-        for seed in seeds:
-            classes.setdefault(a["_by_seed"][seed]["_class"], []).append(seed)
-        if len(classes) > 1:  # seeds of several classes: each class's interval beside the pooled one
-            out[-1]["by_class"] = {label: dict(seeds=members, **paired_stats([diffs[s] for s in members]))
-                                   for label, members in classes.items()}
+        split = by_class(diffs, a["_by_seed"])  # seeds of several classes: each class's interval beside the pooled
+        if split:
+            out[-1]["by_class"] = split
     tested = [c for c in out if c["p"] is not None]
     for c, adjusted in zip(tested, holm([c["p"] for c in tested])):
         c["p_holm"] = adjusted

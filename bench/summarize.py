@@ -40,8 +40,8 @@ import statistics
 import sys
 
 from bench.stats import CONFIDENCE
-from bench.summary import (COLUMNS, SummaryError, aggregate, fmt, label, paired_analysis, parse_seeds, read_runs,
-                           verdict)
+from bench.summary import (COLUMNS, SummaryError, aggregate, by_class, fmt, label, paired_analysis, parse_seeds,
+                           read_runs, verdict)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -203,6 +203,10 @@ def main():
         print(f"  {a['_name']} - {a['paired_reference']}: {a['paired_diff_mean']:+.4f} "
               f"[{fmt(a['paired_ci_low'], '+.4f')}, {fmt(a['paired_ci_high'], '+.4f')}] n={a['paired_n']}, "
               f"p {fmt(a['paired_p_holm'], '.3g')}: {verdict(a)}")
+        seeds = {s: m["paired_diff"] for s, m in a["_by_seed"].items() if m.get("paired_diff") is not None}
+        for label, stats in by_class(seeds, a["_by_seed"]).items():  # the seeds ran in several numerics classes
+            print(f"    of which {label}, seeds {','.join(map(str, stats['seeds']))}: {fmt(stats['mean'], '+.4f')} "
+                  f"[{fmt(stats['ci_low'], '+.4f')}, {fmt(stats['ci_high'], '+.4f')}]")
 
 
 

@@ -214,6 +214,17 @@ def class_label(info):
     return f"{'cpu ' + isa if device == 'cpu' else device} (as recorded then)"
 
 
+def by_class(diffs, runs):
+    """{numerics class: paired stats and seeds} of per-seed differences {seed: d} whose runs {seed: row}
+    span several classes (a pair is of one class: check_one_class); {} when they are of one class."""
+    classes = {}
+    for seed in sorted(diffs):
+        classes.setdefault(runs[seed]["_class"], []).append(seed)
+    if len(classes) < 2:
+        return {}
+    return {label: dict(seeds=seeds, **paired_stats([diffs[s] for s in seeds])) for label, seeds in classes.items()}
+
+
 def schedule_syncs(cfg):
     """The average forward syncs per training step of a block_schedule run over its max_iters steps."""
     schedule = parse_block_schedule(cfg["block_schedule"], cfg["n_layer"])

@@ -134,6 +134,11 @@ def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled
     assert c1["by_class"]["cpu AMD EPYC AVX2, float32"]["mean"] == pytest.approx(0.015)
     assert c1["by_class"]["NVIDIA H200, float32, TF32"]["seeds"] == [2]
     assert c1["by_class"]["NVIDIA H200, float32, TF32"]["mean"] == pytest.approx(0.02)
+    # bench.summarize prints the same split under each paired row
+    result = run([sys.executable, "-m", "bench.summarize", str(tmp_path / "runs"), "--out", str(tmp_path / "summary")])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "    of which NVIDIA H200, float32, TF32, seeds 2: +0.0200" in result.stdout
+    assert "    of which cpu AMD EPYC AVX2, float32, seeds 1,3: +0.0150" in result.stdout
     # runs recorded before the class: labelled from the device they did record
     assert summary.class_label({"device": "NVIDIA H100 80GB HBM3", "cpu_capability": "AVX512"}) == \
         "NVIDIA H100 80GB HBM3 (as recorded then)"
