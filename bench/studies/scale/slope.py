@@ -1,0 +1,91 @@
+"""The scale study's primary analysis (plan.md): how each setting's cost moves with width.
+
+At each width, a setting's cost is its paired difference from 24comm of the same seed and width
+(bench.summarize's paired columns: mean, and sd / sqrt(n) as its standard error). Across widths, the
+cost is regressed on log2(width) by inverse-variance weighted least squares with the standard errors
+taken as known (statsmodels WLS, cov_type="fixed scale": the widths are independent samples, and with
+three widths there is no room to estimate a variance between them as well); the slope (nats per
+doubling of the width) gets a z test and a 95% interval, and Holm runs over the planned family.
+
+    python -m bench.studies.scale.slope --width 64=bench/studies/scale/w64/experiment_summary.csv \\
+        --width 128=bench/studies/scale/w128/experiment_summary.csv --width 256=... \\
+        --settings 24comm/drop1 24comm/drop2 24comm/drop5 24comm/ladder 24comm/half --json bench/studies/scale/family_slope.json
+
+A setting is named as the summary names it without `train_shakespeare_char_` and without the width tag
+the scale sweeps put on it (`24comm/w64_drop1` is `24comm/drop1` at every width).
+"""
+import argparse
+import csv
+import json
+import math
+import re
+import sys
+
+from bench.stats import holm
+
+
+def costs(path):
+    """{setting name without train_, the dataset and a width tag: (mean, standard error, n)} of a summary's paired rows."""
+    out = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["kind"] != "aggregate" or not row.get("paired_diff_mean") or not row.get("paired_diff_std"):
+                continue
+            stem = row["config"].rsplit("/", 1)[-1].removesuffix(".py").removeprefix("train_shakespeare_char_")
+            setting = re.sub(r"^w\d+_", "", row["setting"])  # the sweeps tag a setting with its width: w64_drop1
+            name = stem + (f"/{setting}" if setting else "")
+            n = int(row["paired_n"])
+            out[name] = (float(row["paired_diff_mean"]), float(row["paired_diff_std"]) / math.sqrt(n), n)
+    return out
+
+
+def slope(points):
+    """points: [(width, mean cost, standard error)] -> dict(slope, se, ci_low, ci_high, p, intercept)."""
+    import numpy as np
+    import statsmodels.api as sm
+    x = np.log2([w for w, _, _ in points]) - math.log2(points[0][0])  # doublings above the first width
+    y = np.array([m for _, m, _ in points])
+    weights = 1.0 / np.array([se for _, _, se in points]) ** 2
+    fit = sm.WLS(y, sm.add_constant(x), weights=weights).fit(cov_type="fixed scale")
+    low, high = fit.conf_int(0.05)[1]
+    return dict(slope=float(fit.params[1]), se=float(fit.bse[1]), ci_low=float(low), ci_high=float(high),
+                p=float(fit.pvalues[1]), intercept=float(fit.params[0]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--width", action="append", required=True, metavar="W=CSV",
+                        help="a width and its summary (bench.summarize with 24comm as the reference)")
+    parser.add_argument("--settings", nargs="+", required=True, help="the family: settings as 1comm, 24comm/ladder")
+    parser.add_argument("--json", default="", help="also write every number here")
+    args = parser.parse_args()
+    try:
+        widths = sorted((int(w), path) for w, _, path in (item.partition("=") for item in args.width))
+        tables = {w: costs(path) for w, path in widths}
+    except (ValueError, OSError, KeyError) as e:
+        sys.exit(f"error: --width: {e} (write W=path/to/experiment_summary.csv)")
+    found = []
+    for name in args.settings:
+        points = [(w, *tables[w][name][:2]) for w, _ in widths if name in tables[w]]
+        if len(points) < 2:
+            sys.exit(f"error: {name}: a paired cost at {len(points)} width(s); a slope needs two or more")
+        found.append(dict(name=name, widths=[w for w, _, _ in points], costs=[m for _, m, _ in points],
+                          ses=[se for _, _, se in points], n=[tables[w][name][2] for w, _, _ in points], **slope(points)))
+    for record, adjusted in zip(found, holm([r["p"] for r in found])):
+        record["p_holm"] = adjusted
+        record["verdict"] = ("unresolved" if adjusted >= 0.05 else
+                             "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width")
+    print(f"# cost (vs 24comm, same seed and width) on log2(width): weighted least squares, z test, Holm over {len(found)}")
+    print("| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | verdict |")
+    print("| --- | --- | --- | --- | ---: | ---: | --- |")
+    for r in found:
+        per_width = ", ".join(f"{w}: {m:+.4f}" for w, m in zip(r["widths"], r["costs"]))
+        print(f"| {r['name']} | {len(r['widths'])} | {per_width} | {r['slope']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] "
+              f"| {r['p']:.2g} | {r['p_holm']:.2g} | {r['verdict']} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(found, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
