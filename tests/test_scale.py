@@ -60,3 +60,22 @@ def test_the_power_is_the_z_tests_at_holms_first_step():
     # a slope of 3.29 standard errors (the 0.995 quantile 2.576 + 0.84 ~ 80% power at level 0.01)
     assert power.power(3.4163 * se, 0.02, 8, [64, 128, 256], 5) == pytest.approx(0.80, abs=0.005)
     assert power.power(-0.0135, 0.02, 8, [64, 128, 256], 5) < power.power(-0.0135, 0.02, 12, [64, 128, 256], 5)
+
+
+def test_a_width_plans_its_eight_settings_once_its_learning_rate_is_fixed(tmp_path, monkeypatch):
+    """The study's sweeps refuse a width whose learning rate the tuning has not fixed, and plan the
+    eight settings of the plan in rank order, tagged with the width, with 16-wide heads, once it is."""
+    from bench import sweep as sweeps
+    from bench.studies.scale import widths
+    from conftest import ROOT
+    monkeypatch.chdir(ROOT)
+    path = "bench/studies/scale/sweep_w128.py"
+    monkeypatch.setitem(widths.CHOSEN, 128, None)
+    with pytest.raises(SystemExit, match="n_embd 128: no learning rate chosen yet"):
+        sweeps.load_sweep(path)
+    monkeypatch.setitem(widths.CHOSEN, 128, 5e-3)
+    study = sweeps.load_sweep(path)
+    runs = sweeps.plan(study, str(tmp_path))
+    assert list(study["settings"]) == [f"w128_{name}" for name in widths.RANKED]
+    assert study["common"]["n_head"] == 8 and study["common"]["min_lr"] == pytest.approx(5e-4)
+    assert len(runs) == 8 * 12

@@ -8,3 +8,24 @@ def learning_rate(width):
         raise ValueError(f"n_embd {width}: no learning rate chosen yet; run its tuning first "
                          "(bench/studies/scale/tuning/plan.md) and fix it in plan.md")
     return CHOSEN[width]
+
+
+# the study's settings in the plan's rank order: the reference, the primary family's costs, the rest
+RANKED = {
+    "ref24": {},                                        # tp x12: 24 syncs (the reference)
+    "drop1": {"block_types": "parallel"},               # 1comm
+    "drop2": {"block_types": "parallel*5,spd"},         # 2comm
+    "drop5": {"block_types": "spd,parallel,parallel"},  # 5comm
+    "half": {"sync_fraction": 0.5},                     # 24 syncs of half the channels
+    "ladder": {"block_types": "ladder"},                # 24 syncs, each hidden behind the next sublayer
+    "drop12": {"block_types": "spd"},                   # 12comm
+    "dense": {"tp_size": 1},                            # the same function as ref24: the noise floor
+}
+
+
+def sweep(width):
+    """A width's sweep: (settings tagged with the width, the common keys). n_head keeps heads 16 wide."""
+    lr = learning_rate(width)
+    common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32",
+              "n_embd": width, "n_head": width // 16, "learning_rate": lr, "min_lr": lr / 10}
+    return {f"w{width}_{name}": keys for name, keys in RANKED.items()}, common
