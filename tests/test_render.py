@@ -24,7 +24,8 @@ def regions():
 
 
 def test_every_rendered_region_is_what_its_template_and_the_studies_give_today():
-    assert render.render_all(write=False) == [], "run `python -m bench.render` and commit what changed"
+    differ = render.render_all(write=False)
+    assert differ == [], f"{differ} differ from their templates and the studies' files: run `python -m bench.render`"
 
 
 def test_every_findings_and_the_first_screens_are_rendered():
