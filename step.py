@@ -21,12 +21,12 @@ import torch.distributed as dist
 from comms import clip_grad_norm_
 
 
-def set_numerics(deterministic):
-    """TF32 for float32 matmuls on CUDA; and with `deterministic`, kernels that give the same bits on every
+def set_numerics(deterministic, tf32=True):
+    """TF32 for float32 matmuls on CUDA (or not: `tf32`); and with `deterministic`, kernels that give the same bits on every
     rerun on the same machine and software (a CUDA op that has none raises, naming itself), so two runs'
     difference is their settings alone, as it is on a CPU. cuBLAS reads its workspace setting when it first
     starts, which is after this (no matmul has run yet)."""
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(tf32)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # a fixed split of cuBLAS reductions
         torch.use_deterministic_algorithms(True)

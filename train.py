@@ -111,6 +111,7 @@ dist_timeout_s = 600  # a collective waiting longer (a rank died or hangs) fails
 nonfinite = "stop"  # a NaN/Inf loss or gradient norm: 'stop' the run, or 'skip' the step
 seed = 1337
 deterministic = False  # the same bits on every rerun on one machine: deterministic kernels only (CUDA; CPU's are)
+tf32 = True  # float32 matmuls in TF32 on CUDA (faster); False: full float32, a numerics class of its own
 zero_stage = 0  # 1: shard AdamW's state over the data-parallel ranks (ZeroRedundancyOptimizer)
 activation_checkpointing = "none"  # 'block': keep each block's inputs only, recompute the rest in backward
 peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in mfu.py
@@ -166,7 +167,7 @@ if "compile" not in _explicit:
 tokens_per_iter = gradient_accumulation_steps * dp_world * batch_size * block_size
 
 torch.manual_seed(seed)  # the model init: the same weights on every data-parallel rank
-set_numerics(deterministic)  # TF32 matmuls; with `deterministic`, no run-to-run kernel noise (step.py)
+set_numerics(deterministic, tf32)  # TF32 matmuls or not; `deterministic`: no run-to-run kernel noise (step.py)
 ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=device_type, dtype=getattr(torch, dtype))
 
 # data: nanoGPT's flat uint16 token files

@@ -156,6 +156,19 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
     assert (info["git_commit"], info["git_commit_from"]) == ("f" * 40, "caller") and info["numerics"]["deterministic"]
 
 
+def test_tf32_can_be_turned_off_for_a_full_float32_class():
+    """tf32=False: float32 matmuls stay float32 on CUDA (the backend flags checkpoint.numerics_class reads)."""
+    from step import set_numerics
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        set_numerics(False, tf32=False)
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        set_numerics(False)
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 # --- the bad-input campaign: mistakes through the real entry points ---------------------
 
 def prepare(name, *args):
