@@ -48,7 +48,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDIES = os.path.join(ROOT, "bench", "studies")
-DOCUMENTS = ("README.md", "bench/RESULTS.md", "bench/studies/*/findings.md")
+DOCUMENTS = ("README.md", "bench/RESULTS.md", "bench/studies/*/findings.md", "bench/studies/*/plan.md")
 START = re.compile(r"<!-- rendered from (\S+) by `python -m bench.render`: edit the template -->\n")
 END = "<!-- end rendered -->"
 

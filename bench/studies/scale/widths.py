@@ -1,6 +1,11 @@
 """The peak learning rate per width, chosen by the tuning sweep (tuning/plan.md's rule) and fixed in
-plan.md before the study's first run; min_lr is a tenth of it. A width not yet chosen refuses to plan."""
-CHOSEN = {64: None, 128: None, 256: None}
+learning_rates.json (plan.md's table renders it) before the study's first run at that width; min_lr is a
+tenth of it. A width not yet chosen refuses to plan."""
+import json
+import os
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "learning_rates.json")) as _f:
+    CHOSEN = {int(width): lr for width, lr in json.load(_f).items()}
 
 
 def learning_rate(width):
