@@ -15,6 +15,8 @@ def learning_rate(width):
     return CHOSEN[width]
 
 
+GPU_WIDTHS = (512, 768)  # run on a lent GPU through bench/device_sweep.sh, in float32 with TF32 off
+
 # the study's settings in the plan's rank order: the reference, the primary family's costs, the rest
 RANKED = {
     "ref24": {},                                        # tp x12: 24 syncs (the reference)
@@ -33,4 +35,6 @@ def sweep(width):
     lr = learning_rate(width)
     common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32",
               "n_embd": width, "n_head": width // 16, "learning_rate": lr, "min_lr": lr / 10}
+    if width in GPU_WIDTHS:
+        common["tf32"] = False  # the GPU widths' numerics class: full float32 (plan.md)
     return {f"w{width}_{name}": keys for name, keys in RANKED.items()}, common
