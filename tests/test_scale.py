@@ -3,6 +3,7 @@ against a hand-computed least-squares fit, and the power calculation against its
 
 import csv
 import math
+import os
 import sys
 
 import pytest
@@ -79,3 +80,84 @@ def test_a_width_plans_its_eight_settings_once_its_learning_rate_is_fixed(tmp_pa
     assert list(study["settings"]) == [f"w128_{name}" for name in widths.RANKED]
     assert study["common"]["n_head"] == 8 and study["common"]["min_lr"] == pytest.approx(5e-4)
     assert len(runs) == 8 * 12
+
+
+def test_the_tuning_rule_chooses_inside_the_grid_and_extends_at_an_end():
+    """tuning/plan.md's rule as device_width applies it: the lowest mean wins, a point within 0.005 nats of
+    it with a larger learning rate wins instead, a winner at an end extends the grid by a factor of two."""
+    from bench.studies.scale.device_width import choose
+    assert choose({1e-3: [2.0, 2.1], 2e-3: [1.9, 1.9], 4e-3: [2.2, 2.0]}) == ("chosen", 2e-3)
+    assert choose({1e-3: [2.0, 2.0], 2e-3: [1.9, 1.9], 4e-3: [1.904, 1.904], 8e-3: [2.5, 2.5]}) == ("chosen", 4e-3)
+    assert choose({1e-3: [2.0, 2.0], 2e-3: [1.9, 1.9], 4e-3: [1.8, math.inf]}) == ("chosen", 2e-3)  # a failed run: inf
+    assert choose({1e-3: [2.0, 2.0], 2e-3: [1.9, 1.9], 4e-3: [1.8, 1.8]}) == ("extend", 8e-3)
+    assert choose({1e-3: [1.7, 1.7], 2e-3: [1.9, 1.9], 4e-3: [1.8, 1.8]}) == ("extend", 5e-4)
+    with pytest.raises(ValueError, match="every tuning run failed"):
+        choose({1e-3: [math.inf, math.inf], 2e-3: [math.inf, math.inf]})
+
+
+def test_device_width_tunes_then_runs_whole_seeds_only(tmp_path, monkeypatch):
+    """device_width's call with the sweeps faked (each run's final loss a function of its setting): the
+    tuning extends the grid until the lowest mean is inside it (5e-3, the top, wins -> 1e-2 -> 2e-2), the
+    choice is written where asked, the study plans exactly sweep_w512.py's runs at that rate, and a seed
+    with a failed run is dropped whole: only whole seeds are packed."""
+    import json
+    import tarfile
+    from bench import sweep as sweeps
+    from bench.studies.scale import device_width, widths
+    from conftest import ROOT
+    monkeypatch.chdir(ROOT)
+    planned = []
+
+    def fake_run_sweep(sweep, out, limit_s, args, log):
+        planned.append(sweep)
+        for run in sweeps.plan(sweep, out):
+            os.makedirs(run["dir"], exist_ok=True)
+            lr = sweep["common"].get("learning_rate") or sweep["settings"][run["setting"]]["learning_rate"]
+            for name in ("ckpt.pt", "train.log"):
+                open(os.path.join(run["dir"], name), "w").close()
+            if run["seed"] != 301 or run["setting"] != "w512_ladder":  # seed 301's ladder run fails
+                with open(os.path.join(run["dir"], "result.json"), "w") as f:
+                    json.dump({"final": {"val_loss": 1.8 + math.log2(lr / 1e-2) ** 2 / 10}}, f)
+        return True
+
+    monkeypatch.setattr(device_width, "run_sweep", fake_run_sweep)
+    rates, out = tmp_path / "lr.json", tmp_path / "out"
+    rates.write_text('{"512": null}')
+    monkeypatch.setattr(sys, "argv", ["device_width", "--tune", "512", "--study", "512", "--commit", "abc",
+                                      "--out", str(out), "--runs", str(tmp_path / "runs"), "--max_seeds", "3",
+                                      "--learning_rates", str(rates)])
+    device_width.main()
+    assert json.loads(rates.read_text())["512"] == pytest.approx(1e-2)
+    assert [len(s["settings"]) for s in planned[:3]] == [4, 5, 6]  # the grid, then one point past each end won
+    monkeypatch.setitem(widths.CHOSEN, 512, 1e-2)
+    expected = sweeps.load_sweep("bench/studies/scale/sweep_w512.py")
+    assert {k: planned[3][k] for k in expected} == {**expected, "seeds": [300, 301, 302]}
+    assert planned[3]["common"]["dtype"] == "bfloat16"
+    host = (out / "host.txt").read_text()
+    assert "seeds kept (every run finished): 300 302; dropped (cut off or failed, rerun whole): 301" in host
+    with tarfile.open(out / "study_w512.tgz") as tar:
+        names = tar.getnames()
+    assert {n.split("/")[0].rsplit("-s", 1)[1] for n in names} == {"300", "302"} and len(names) == 2 * 8 * 2
+    assert not any(n.endswith("ckpt.pt") for n in names)
+    with tarfile.open(out / "tuning_w512.tgz") as tar:
+        assert len({n.split("/")[0] for n in tar.getnames()}) == 6 * 2
+
+
+@pytest.mark.slow
+def test_device_width_runs_a_whole_seed_for_real_at_a_tiny_size(char_data, tmp_path):
+    """The same call on the CPU at a tiny size with the real sweeps and train.py: one seed's eight runs finish,
+    each run_info names the caller's commit and the bfloat16 class, and they come back packed."""
+    import json
+    import tarfile
+    rates, out = tmp_path / "lr.json", tmp_path / "out"
+    rates.write_text('{"512": 0.002}')
+    result = run([sys.executable, "-m", "bench.studies.scale.device_width", "--study", "512", "--commit", "f" * 40,
+                  "--out", str(out), "--runs", str(tmp_path / "runs"), "--slots", "2", "--max_seeds", "1",
+                  "--learning_rates", str(rates), "--set", f"data_dir={char_data}", "n_layer=6", "max_iters=2",
+                  "eval_interval=1", "eval_iters=1", "batch_size=2", "block_size=16", "warmup_iters=1"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "seeds kept (every run finished): 300; dropped (cut off or failed, rerun whole): none" in result.stdout
+    with tarfile.open(out / "study_w512.tgz") as tar:
+        infos = [json.load(tar.extractfile(n)) for n in tar.getnames() if n.endswith("run_info.json")]
+    assert len(infos) == 8 and all(i["git_commit"] == "f" * 40 for i in infos), infos[:1]
+    assert all(i["numerics"]["dtype"] == "bfloat16" for i in infos)

@@ -15,7 +15,8 @@ def learning_rate(width):
     return CHOSEN[width]
 
 
-GPU_WIDTHS = (512, 768)  # run on a lent GPU through bench/device_sweep.sh, in float32 with TF32 off
+GPU_WIDTHS = (512, 768)  # run on a lent GPU by device_width.py, in bfloat16 autocast (plan.md's amendment)
+SEEDS = range(300, 312)  # the study's seeds at every width (plan.md); sweep_w<W>.py plans them
 
 # the study's settings in the plan's rank order: the reference, the primary family's costs, the rest
 RANKED = {
@@ -30,11 +31,12 @@ RANKED = {
 }
 
 
-def sweep(width):
-    """A width's sweep: (settings tagged with the width, the common keys). n_head keeps heads 16 wide."""
-    lr = learning_rate(width)
+def sweep(width, lr=None):
+    """A width's sweep: (settings tagged with the width, the common keys). n_head keeps heads 16 wide.
+    `lr`: the learning rate device_width.py has just chosen by the rule (default: learning_rates.json's)."""
+    lr = learning_rate(width) if lr is None else lr
     common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32",
               "n_embd": width, "n_head": width // 16, "learning_rate": lr, "min_lr": lr / 10}
     if width in GPU_WIDTHS:
-        common["tf32"] = False  # the GPU widths' numerics class: full float32 (plan.md)
+        common.update(dtype="bfloat16", tf32=False)  # the GPU widths' numerics class (plan.md's amendment)
     return {f"w{width}_{name}": keys for name, keys in RANKED.items()}, common
