@@ -126,6 +126,8 @@ def tune(width, out, deadline, args, say, log):
 def study(width, lr, out, deadline, batch_s, args, say, log):
     """As many whole seeds of the study as the time left holds at `batch_s` a seed; the cut-off ones dropped."""
     sweep = study_sweep(width, lr)
+    sweep["seeds"] = [s for s in sweep["seeds"] if s >= args.from_seed]
+    batch_s = batch_s or args.seed_s
     fits = int((deadline - time.time() - 20) // batch_s) if batch_s else len(sweep["seeds"])
     sweep["seeds"] = sweep["seeds"][:max(0, min(fits, args.max_seeds or len(sweep["seeds"])))]
     if not sweep["seeds"]:
@@ -154,6 +156,8 @@ def main():
     parser.add_argument("--runs", default="", help="where the runs go (default: a temporary folder)")
     parser.add_argument("--slots", type=int, default=8, help="runs at once on the one GPU")
     parser.add_argument("--max_seeds", type=int, default=0, help="at most this many study seeds (default: all that fit)")
+    parser.add_argument("--from_seed", type=int, default=0, help="the study's seeds from this one (a later call)")
+    parser.add_argument("--seed_s", type=float, default=0, help="seconds a seed, measured by an earlier call")
     parser.add_argument("--learning_rates", default=os.path.join(HERE, "learning_rates.json"))
     parser.add_argument("--set", nargs="*", default=[], help="key=value for every run (the CPU test's tiny size)")
     args = parser.parse_args()
