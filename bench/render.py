@@ -12,6 +12,7 @@ A document holds rendered regions. Each starts with a marker naming its template
 
 What a template can name, per study folder `bench/studies/<study>/` (as `<study>.`, e.g. `cliff.H9`):
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
+                     (where one family file uses the name; family_w512.drop1 always)
     <file stem>      any other json the analysis wrote (noise_floor, trend_min5 from bench.trend --json, ...)
                      and any other csv's rows (bench.sensitivity's sensitivity.csv)
     summary[<name>]  a setting's row of experiment_summary.csv (bench.summarize), by setting name
@@ -63,17 +64,18 @@ class Study(dict):
     def __init__(self, folder):
         super().__init__()
         self.folder = folder
+        named = {}  # contrast name -> its record, or None where two family files use the name
         for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
             stem = os.path.splitext(os.path.basename(path))[0]
             with open(path) as f:
                 data = json.load(f)
             if stem.startswith("family") and isinstance(data, list):
-                for record in data:
-                    if record["name"] in self:
-                        raise RenderError(f"{path}: contrast {record['name']!r} is named by two family files")
-                    self[record["name"]] = record
+                self[stem] = {record["name"]: record for record in data}  # family_w512.drop1: always one
+                for record in data:  # by name alone only where one family file names it
+                    named[record["name"]] = None if record["name"] in named else record
             else:
                 self[stem] = data
+        self.update({name: record for name, record in named.items() if record is not None and name not in self})
         for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):  # another tool's table: its rows
             if not path.endswith("experiment_summary.csv"):
                 with open(path) as f:

@@ -82,3 +82,14 @@ def test_the_filters_write_numbers_as_the_findings_do():
     assert render.span([{"ci_low": -0.01, "ci_high": 0.02}, {"ci_low": -0.024, "ci_high": 0.005}]) == "[-0.0240, +0.0200]"
     with pytest.raises(render.RenderError, match="empty"):
         render.num(None)
+
+
+def test_a_contrast_name_two_family_files_use_is_named_by_its_file(tmp_path):
+    """The scale study names its contrasts alike at every width (family_w64.json and family_w512.json both
+    hold drop1): each is reached through its file's stem; the bare name, which would be either, is not."""
+    import json
+    for width, mean in ((64, 0.04), (512, 0.002)):
+        (tmp_path / f"family_w{width}.json").write_text(json.dumps([{"name": "drop1", "mean": mean}, {"name": f"only{width}", "mean": 1}]))
+    study = render.Study(str(tmp_path))
+    assert study["family_w64"]["drop1"]["mean"] == 0.04 and study["family_w512"]["drop1"]["mean"] == 0.002
+    assert "drop1" not in study and study["only64"]["mean"] == 1

@@ -2,6 +2,7 @@
 against a hand-computed least-squares fit, and the power calculation against its z-test definition."""
 
 import csv
+import glob
 import math
 import os
 import sys
@@ -161,3 +162,44 @@ def test_device_width_runs_a_whole_seed_for_real_at_a_tiny_size(char_data, tmp_p
         infos = [json.load(tar.extractfile(n)) for n in tar.getnames() if n.endswith("run_info.json")]
     assert len(infos) == 8 and all(i["git_commit"] == "f" * 40 for i in infos), infos[:1]
     assert all(i["numerics"]["dtype"] == "bfloat16" for i in infos)
+
+
+def final_val_loss(run_dir):
+    """A run's last logged val loss, read from its metrics.jsonl (not from any tool's summary)."""
+    import json
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if '"val_loss"' in line][-1]["val_loss"]
+
+
+FAMILIES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                         "bench", "studies", "scale", "family_w*.json")))
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=os.path.basename)
+def test_each_widths_committed_costs_are_what_its_run_logs_give(family):
+    """The independent check issue 46 asks for: every contrast of a width's committed family, recomputed from
+    the runs' own logs with a plain loop (float64 means, the t quantile, Holm by hand): the same seeds (every
+    study seed with both runs committed), mean, interval and Holm p."""
+    import json
+    from scipy import stats
+    runs = os.path.join(os.path.dirname(family), "runs")
+    with open(family) as f:
+        records = json.load(f)
+    p_values = []
+    for record in records:
+        a, b = (name.split("/", 1)[1] for name in (record["a"], record["b"]))  # w512_drop1, w512_ref24
+        seeds = [s for s in range(300, 312) if all(os.path.isdir(os.path.join(runs, f"shakespeare_char_24comm-{x}-s{s}"))
+                                                    for x in (a, b))]
+        assert record["seeds"] == seeds
+        diffs = [final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-{a}-s{s}")) -
+                 final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-{b}-s{s}")) for s in seeds]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
+        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
+    for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
