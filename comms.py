@@ -35,20 +35,9 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from counting import SyncCounter
-from links import BWD, FWD, LosslessLink
+from links import BWD, FWD, LosslessLink, exchange
 from masks import AllArrive, Recorded, Replayed
-from quantize import SYNC_DTYPES, per_token, quantized
-
-
-def exchange(own, sent, link, direction, point, element_size):
-    """`sim` mode: own (R, ...) each rank's message, sent (R, ...) the same as it crosses a link (own
-    itself, or quantized; packets of element_size bytes per element). Returns (R, ...) with, for every
-    rank r, out_r = own_r + sum_{j != r} sent_j masked by the packets of link j -> r that arrived."""
-    flat = sent.reshape(sent.shape[0], -1)
-    out = own.reshape(own.shape[0], -1).clone()  # a rank's own contribution never crosses a link
-    for r in range(own.shape[0]):
-        link.receive(out[r], flat, r, direction, point, element_size)
-    return out.view_as(own)
+from quantize import SYNC_DTYPES, pack, per_token, quantized, unpack
 
 
 class _Sync(torch.autograd.Function):
@@ -118,6 +107,7 @@ class TPComm:
         self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
         self.traced_delivery = False  # a reliable link's syncs traced by torch.compile: (element size, device)
+        self.traced = False  # a sync was traced into a compiled graph (its bytes moved are not counted)
 
     def sync(self, b, d, point):
         """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
@@ -142,7 +132,7 @@ class TPComm:
             # (autograd's broadcast of the sum) is counted here, from the structure. A reliable link
             # (every packet arrives) is traced too: the graph, so every number, is the lossless run's;
             # its packets and resend rounds are drawn after the pass (deliver_traced)
-            backward = int(torch.is_grad_enabled() and d.requires_grad)
+            backward, self.traced = int(torch.is_grad_enabled() and d.requires_grad), True
             self.counter.add(point, self.message_bytes(sent), 1, backward, device=d.device)
             if self.link.lossy:  # set while tracing (an eval's lossless graph leaves it as training set it)
                 self.traced_delivery = (sent.element_size(), d.device)
@@ -271,6 +261,7 @@ def clip_grad_norm_(params, max_norm, norm):
 
 class SimComm(TPComm):
     """One process simulates all tp_size ranks: every sharded tensor has a leading rank axis."""
+    moves_bytes = False  # no collective: nothing is handed to one
 
     @staticmethod
     def processes_per_tp_group(tp_size):
@@ -347,6 +338,7 @@ class DistComm(TPComm):
         return tp_size
 
     sums_in_gemm = False  # a process holds one rank: the sum over ranks is the all-reduce
+    moves_bytes = True  # counter.moved_bytes: what its collectives are handed
 
     def __init__(self, tp_size=1, link=None, group=None, rank=0, sync_fraction=1.0, sync_dtype=""):
         super().__init__(tp_size, link, sync_fraction, sync_dtype)
@@ -361,24 +353,32 @@ class DistComm(TPComm):
         """The sum over TP ranks of x as this rank receives it through the link. Lossless: an all-reduce,
         left in flight (async_op) when later, until `land`. Lossy or quantized: an all-gather of every
         rank's message as sent, each masked at the receiver by the packets of its incoming links (the
-        streams `sim` draws), summed in `sim`'s order; synchronous. (A quantized message is gathered as
-        the values it carries: the bytes counted are sync_dtype's, the bytes moved here the full dtype's.)"""
+        streams `sim` draws), summed in `sim`'s order; synchronous. A quantized message is all-gathered
+        as its wire bytes (quantize.pack: payload and float32 scales) and dequantized by each receiver
+        (one-shot: TP groups are small, so one gather beats a reduce-scatter and all-gather pair in
+        latency); counter.moved_bytes counts what every collective here was handed."""
         start = time.perf_counter() if self.timing else 0.0
-        x = x.contiguous()
-        sent = quantized(x, self.sync_dtype)
-        if self.link.loses(direction) or sent is not x:
-            parts = [torch.empty_like(x) for _ in range(self.tp_size)]
-            dist.all_gather(parts, sent, group=self.group)
-            if self.link.loses(direction):
-                out = self.link.receive(x.reshape(-1).clone(), [p.reshape(-1) for p in parts], self.rank, direction,
-                                        point, self.wire_element_size(x)).view_as(x)
-            else:
-                out = torch.stack(parts).sum(0) + (x - sent)
+        x, out = x.contiguous(), None
+        if self.sync_dtype is not None and x.dtype != self.sync_dtype:  # the wire bytes: payload and scales
+            moved = pack(x, self.sync_dtype)
+            wires = [torch.empty_like(moved) for _ in range(self.tp_size)]
+            dist.all_gather(wires, moved, group=self.group)
+            parts = [unpack(wire, self.sync_dtype, x) for wire in wires]
+        elif self.link.loses(direction):
+            moved, parts = x, [torch.empty_like(x) for _ in range(self.tp_size)]
+            dist.all_gather(parts, x, group=self.group)
         else:
-            out = x.clone()
+            moved = out = x.clone()
             work = dist.all_reduce(out, group=self.group, async_op=later and not self.replaying)
             if work is not None:
                 self.in_flight[point] = work
+        self.counter.moved_bytes += moved.numel() * moved.element_size()
+        if out is None:  # gathered: each rank's message masked at the receiver (lossy) or summed
+            if self.link.loses(direction):
+                out = self.link.receive(x.reshape(-1).clone(), [p.reshape(-1) for p in parts], self.rank, direction,
+                                        point, self.wire_element_size(x)).view_as(x)
+            else:  # quantized, lossless: every rank's message as received, this rank's own exact
+                out = torch.stack(parts).sum(0) + (x - parts[self.rank])
         self._timed(start)
         return out
 

@@ -25,6 +25,7 @@ class SyncCounter:
 
     def reset(self):
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
+        self.moved_bytes = 0  # `dist`, eager: the bytes handed to the syncs' collectives (what they moved)
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
         self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
         self.host = np.zeros(FIRST_SLOT + len(self.slots), dtype=np.int64)
@@ -58,9 +59,9 @@ class SyncCounter:
         return counts
 
     def totals(self):
-        """[forward, backward, hidden, sync_bytes] from one read (one host sync after a compiled pass)."""
+        """[forward, backward, hidden, sync_bytes, moved_bytes] from one read (one host sync after a compiled pass)."""
         counts = self._read()
-        return [int(counts[0]), int(counts[1]), int(counts[3]), int(counts[2])]
+        return [int(counts[0]), int(counts[1]), int(counts[3]), int(counts[2]), self.moved_bytes]
 
     @property
     def forward(self):

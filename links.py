@@ -28,6 +28,18 @@ from rotation import Rotation
 
 DIRECTIONS = ("fwd", "bwd")
 
+
+def exchange(own, sent, link, direction, point, element_size):
+    """`sim` mode: own (R, ...) each rank's message, sent (R, ...) the same as it crosses a link (own
+    itself, or quantized; packets of element_size bytes per element). Returns (R, ...) with, for every
+    rank r, out_r = own_r + sum_{j != r} sent_j masked by the packets of link j -> r that arrived."""
+    flat = sent.reshape(sent.shape[0], -1)
+    out = own.reshape(own.shape[0], -1).clone()  # a rank's own contribution never crosses a link
+    for r in range(own.shape[0]):
+        link.receive(out[r], flat, r, direction, point, element_size)
+    return out.view_as(own)
+
+
 class _Stream:
     """One directed link's packet stream in one direction: its own generator and chain state."""
 
@@ -140,7 +152,7 @@ class LossyLink:
         as the eager syncs deliver them, from what the counter counted: per stream, micro-batch by
         micro-batch, the points in forward order (the backward's in reverse). Each point must have run
         once per micro-batch; messages of nbytes / element_size elements each."""
-        forward, backward, _, nbytes = counter.totals()
+        forward, backward, _, nbytes, _ = counter.totals()
         points = counter.points  # forward syncs per point, in the model's forward order
         if forward and (set(points.values()) != {micro_batches} or backward not in (0, forward)):
             raise RuntimeError(f"reliable link under torch.compile: sync points ran {points} times, backward "

@@ -1,6 +1,9 @@
 """
 sync_dtype: what a sync's message becomes when it is sent in fewer bits (DESIGN section 8). The
 receiver gets the dequantized values; a rank's own contribution never leaves it and stays exact.
+What crosses is what is counted: `pack` gives the wire bytes (the payload in its dtype, and for int8
+and float8 a float32 scale per row), `unpack` what a receiver makes of them; `sim` applies the same
+codec without the bytes (`quantized`), so both modes deliver the same values.
 """
 
 import torch
@@ -11,21 +14,54 @@ SYNC_DTYPES = {"": None, "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.floa
 per_token = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}  # dtype -> its largest value
 
 
-def quantized(x, dtype):
-    """x as a receiver gets it when it is sent in `dtype` (None: x itself): bfloat16 by a cast, float8 and
-    int8 scaled per token (row) by absmax / the dtype's largest value, rounded, and scaled back.
+def encode(x, dtype):
+    """x's message in `dtype` as it crosses: (payload in dtype, float32 scale per row (..., 1), or None for
+    bfloat16). A row's scale is its finite values' absmax / the dtype's largest value; a non-finite value
+    is sent as 0 (`quantized` and `pack` say what the receiver gets in its place)."""
+    if dtype not in per_token:
+        return x.detach().to(dtype), None
+    x = x.detach()
+    finite = torch.isfinite(x)
+    limit = per_token[dtype]
+    scale = (torch.where(finite, x.abs(), 0).amax(-1, keepdim=True).clamp(min=1e-30) / limit).float()  # (..., 1)
+    q = (torch.where(finite, x, 0) / scale.to(torch.promote_types(x.dtype, torch.float32))).clamp(-limit, limit)
+    return (q.round() if dtype == torch.int8 else q).to(dtype), scale
 
-    A non-finite value (an overflow upstream) arrives as itself, as a bfloat16 cast keeps it, and the
-    row's scale is its finite values' absmax: an inf scale would turn every value of the row into NaN
-    (0 x inf), numbers that differ from what was sent. The run's NaN guard sees the non-finite loss."""
+
+def decode(payload, scale, out_dtype):
+    """The values a receiver gets from a payload and its scales, in out_dtype."""
+    if scale is None:
+        return payload.to(out_dtype)
+    work = torch.promote_types(out_dtype, torch.float32)  # the product in float32 (float64 for float64 runs)
+    return (payload.to(work) * scale.to(work)).to(out_dtype)
+
+
+def quantized(x, dtype):
+    """x as a receiver gets it when it is sent in `dtype` (None: x itself), without building the wire bytes
+    (`sim`). A non-finite value (an overflow upstream) arrives as itself, as a bfloat16 cast keeps it, and
+    its row's other values as the codec sends them: the run's NaN guard sees the non-finite loss."""
     if dtype is None or x.dtype == dtype:
         return x
-    if dtype not in per_token:
-        return x.to(dtype).to(x.dtype)
-    work = torch.promote_types(x.dtype, torch.float32)  # the scale and its product: float32, or float64
-    sent_dtype, x = x.dtype, x.detach().to(work)
-    finite = torch.isfinite(x)
-    scale = torch.where(finite, x.abs(), 0).amax(-1, keepdim=True).clamp(min=1e-30) / per_token[dtype]  # (..., 1)
-    q = torch.where(finite, x, 0) / scale
-    q = q.round().clamp(-127, 127).to(dtype) if dtype == torch.int8 else q.to(dtype)
-    return torch.where(finite, q.to(work) * scale, x).to(sent_dtype)
+    out = decode(*encode(x, dtype), x.dtype)
+    return out if dtype not in per_token else torch.where(torch.isfinite(x), out, x.detach())
+
+
+def pack(x, dtype):
+    """The bytes a rank hands to the collective for x (..., C) sent in `dtype`: (rows, bytes per row) uint8,
+    each row its payload then (int8, float8) its float32 scale, so one all-gather moves exactly the counted
+    bytes on any backend. An int8 or float8 payload cannot carry a non-finite value: its row's scale is
+    sent as NaN, so the row arrives non-finite (the NaN guard stops the run, as in `sim`)."""
+    payload, scale = encode(x, dtype)
+    rows = payload.reshape(-1, x.shape[-1]).view(torch.uint8)
+    if scale is None:
+        return rows
+    scale = torch.where(torch.isfinite(x).all(-1, keepdim=True), scale, float("nan"))
+    return torch.cat([rows, scale.reshape(-1, 1).view(torch.uint8)], dim=1)
+
+
+def unpack(wire, dtype, like):
+    """What a receiver makes of another rank's `pack` output: values shaped and typed like `like`."""
+    C = like.shape[-1]
+    payload = wire[:, :C * dtype.itemsize].contiguous().view(dtype)
+    scale = wire[:, C * dtype.itemsize:].contiguous().view(torch.float32) if dtype in per_token else None
+    return decode(payload, scale, like.dtype).view_as(like)

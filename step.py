@@ -145,7 +145,7 @@ class Step:
         norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
         if self.scaler.is_enabled():
             agree_on_overflow(self.scaler, optimizer, norm)
-        forward, backward, hidden, nbytes = self.counted(counter.totals())
+        forward, backward, hidden, nbytes, moved = self.counted(counter.totals())
         syncs, exposed = forward / self.micro_batches, (forward - hidden) / self.micro_batches
         if check_syncs and (syncs, exposed, backward) != (self.model.sync_points, self.model.exposed_syncs, forward):
             raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass "
@@ -153,8 +153,10 @@ class Step:
                                f"and {backward / self.micro_batches} backward")
         aux = self.model.moe_aux_loss()  # the experts' load-balancing loss (moe.py), logged beside the loss:
         aux = aux if aux is None else self.comm.loss_mean(aux.detach())  # the mean over the TP ranks, as `sim`'s
+        # what `dist`'s collectives were handed (eager syncs only: a traced one runs no Python to count)
+        moved = {"sync_bytes_moved_per_token": moved / tokens} if self.comm.moves_bytes and not self.comm.traced else {}
         return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed, sync_bytes_per_token=nbytes / tokens,
-                                       **({} if aux is None else {"moe_aux_loss": aux.item()}))
+                                       **moved, **({} if aux is None else {"moe_aux_loss": aux.item()}))
 
     @torch.no_grad()
     def estimate(self, get_batch, eval_iters, lossy=False):

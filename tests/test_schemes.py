@@ -19,15 +19,17 @@ LIMIT = {"int8": 127.0, "float8_e4m3fn": 448.0}
 
 def sent_as(x, sync_dtype):
     """What another rank receives of x (float64) sent in sync_dtype, written plainly: bfloat16 rounds each
-    value; int8 / float8 scale each token (row) by its absmax / the largest value, round, scale back."""
+    value; int8 / float8 scale each token (row) by its absmax / the largest value (a float32 on the wire,
+    DESIGN section 8), round, scale back."""
     if not sync_dtype:
         return x
     if sync_dtype == "bfloat16":
         return x.to(torch.bfloat16).double()
-    scale = x.abs().amax(-1, keepdim=True).clamp(min=1e-30) / LIMIT[sync_dtype]
+    limit = LIMIT[sync_dtype]
+    scale = (x.abs().amax(-1, keepdim=True).clamp(min=1e-30) / limit).float().double()  # sent as a float32
     if sync_dtype == "int8":
-        return torch.clamp(torch.round(x / scale), -127, 127) * scale
-    return (x / scale).to(torch.float8_e4m3fn).double() * scale
+        return torch.clamp(torch.round(x / scale), -limit, limit) * scale
+    return (x / scale).clamp(-limit, limit).to(torch.float8_e4m3fn).double() * scale
 
 
 def reference(sd, kinds, T, idx, fraction=1.0, sync_dtype=""):
@@ -210,3 +212,25 @@ def test_a_ladder_run_logs_syncs_exposed_syncs_and_bytes(char_data, tmp_path):
 ])
 def test_bad_scheme_settings_are_one_line_errors(char_data, tmp_path, args, message):
     assert_one_line_error(run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", *args), message)
+
+
+@pytest.mark.parametrize("sync_dtype", ["bfloat16", "int8", "float8_e4m3fn"])
+def test_the_wire_bytes_are_the_counted_bytes_and_carry_what_sim_delivers(sync_dtype):
+    """quantize.pack, what `dist` hands its all-gather: exactly the bytes counted for the message (the
+    payload in sync_dtype, a float32 scale per row for int8 / float8); unpack gives a receiver what
+    `sim` delivers, bit for bit; a row with a non-finite value arrives non-finite (its scale sent as
+    NaN: an int8 payload cannot carry it) and the other rows as before."""
+    from quantize import SYNC_DTYPES, pack, quantized, unpack
+    dtype = SYNC_DTYPES[sync_dtype]
+    x = torch.randn(2, 3, 4, 16, generator=torch.Generator().manual_seed(3))  # (R, B, L, C)
+    comm = SimComm(2, sync_dtype=sync_dtype)
+    wire = pack(x[0], dtype)
+    assert wire.dtype == torch.uint8 and wire.numel() == comm.message_bytes(x)
+    assert torch.equal(unpack(wire, dtype, x[0]), quantized(x[0], dtype))
+    assert torch.equal(quantized(x[0], dtype), sent_as(x[0].double(), sync_dtype).float())
+    x[0, 1, 2, 5] = float("inf")
+    got = unpack(pack(x[0], dtype), dtype, x[0])
+    bad = torch.zeros(3, 4, dtype=torch.bool)
+    bad[1, 2] = True
+    assert not torch.isfinite(got[bad]).any() if sync_dtype != "bfloat16" else got[1, 2, 5] == float("inf")
+    assert torch.equal(got[~bad], quantized(x[0], dtype)[~bad])
