@@ -5,21 +5,16 @@ The model never talks to a process group or to the network itself: it calls
 `comm.sync(b, d, point)` at each sync point (a ladder block: `comm.send(d, point, later=True)`,
 then `comm.land` a sublayer later), and that is where a sync is counted, where the link
 (links.py) drops packets, and where the modes differ. Each collective is a small
-autograd.Function (the picotron style) and is the identity when tp_size == 1.
-
-The mode is an object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in
-both classes:
-    SimComm   one process holds all tp_size ranks on a leading axis; a sync is a
-              (masked) sum over that axis, the rest is local bookkeeping
-    DistComm  this process is TP rank `rank` of a real process group; a sync is an
-              all-reduce (lossless) or an all-gather masked at the receiver (lossy)
+autograd.Function (the picotron style) and is the identity when tp_size == 1. The mode is an
+object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in both classes:
+    SimComm   one process holds all tp_size ranks on a leading axis; a sync is a (masked) sum
+    DistComm  one TP rank per process; a sync is an all-reduce, or an all-gather (lossy, quantized)
 
 Residual state at a sync (see README, "What a block does"):
     b: (Rb, B, L, C)  each rank's view of the last synchronised state
     d: (R,  B, L, C)  each rank's partial contributions not yet synchronised
-R is the number of TP ranks held by this process (tp_size in `sim` mode). Rb is 1 while
-every rank agrees on b and no per-rank gradient needs keeping apart (a lossless
-network), so replicated work is done once.
+R: the TP ranks this process holds (tp_size in `sim`). Rb is 1 while every rank agrees on b and
+no per-rank gradient needs keeping apart (a lossless network): replicated work is done once.
 
 A sync point performs, for every rank r,
     b_r <- b_r + d_r + sum_{j != r} Link_{j->r}(d_j),   d_r <- 0
@@ -56,7 +51,32 @@ class _Sync(torch.autograd.Function):
         # message was shared by broadcasting and grad is already the sum over ranks
         comm = ctx.comm
         comm.count(ctx.point, BWD, grad)
+        pending = comm.in_flight.pop(("bwd", ctx.point), None)  # a ladder's mirror exchange sent by _Land
+        if pending is not None:
+            with comm.timed():
+                pending[0].wait()  # the rest of its time in the collective: the part no backward hid
+            return pending[1].expand(ctx.d_shape), None, None, None
         return comm.cross(grad, BWD, ctx.point).expand(ctx.d_shape), None, None, None
+
+
+class _Land(torch.autograd.Function):
+    """`dist`, a ladder sync whose all-reduce was in flight: b + message. Its backward sends the mirror
+    exchange of the message's gradient at once, asynchronously; _Sync's backward waits for it where the
+    partials' gradient is consumed. Autograd runs the later-created nodes first, so the backward of the
+    sublayer in between runs while the exchange is in flight: both passes hidden, as Ladder Residual."""
+
+    @staticmethod
+    def forward(ctx, b, message, comm, point):
+        ctx.comm, ctx.point = comm, point
+        return b + message
+
+    @staticmethod
+    def backward(ctx, grad):
+        comm, summed = ctx.comm, grad.contiguous().clone()
+        with comm.timed():  # the issue; _Sync's backward times the wait
+            comm.in_flight[("bwd", ctx.point)] = (dist.all_reduce(summed, group=comm.group, async_op=True), summed)
+        comm.counter.moved_bytes += summed.numel() * summed.element_size()
+        return grad, summed, None, None  # summed: _Sync's backward reads it only after the wait
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -90,11 +110,8 @@ class _MeanOverRanks(torch.autograd.Function):
 
 
 class TPComm:
-    """What both modes share: tp_size, the link, the sync counter, the route of a sync.
-
-    Use SimComm or DistComm (or comm_for); a subclass says how a message crosses (`cross`, and
-    `_sum_traced` under torch.compile) and does the other things that differ between the modes.
-    """
+    """What both modes share: tp_size, the link, the sync counter, the route of a sync. A subclass
+    (SimComm, DistComm) says how a message crosses (`cross`; `_sum_traced` under torch.compile)."""
 
     def __init__(self, tp_size=1, link=None, sync_fraction=1.0, sync_dtype=""):
         self.tp_size = tp_size
@@ -102,7 +119,7 @@ class TPComm:
         self.sync_fraction = sync_fraction  # the share of d's channels a sync sends (DESIGN section 8)
         self.sync_dtype = SYNC_DTYPES[sync_dtype]  # what a sync sends is quantized to (None: as it is)
         self.counter = SyncCounter()
-        self.in_flight = {}  # `dist`: sync point -> its all-reduce, sent with later=True, not yet landed
+        self.in_flight = {}  # `dist`: point -> its all-reduce sent with later=True; ("bwd", point): (its mirror's, buffer)
         self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
         self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
@@ -115,13 +132,11 @@ class TPComm:
 
     def send(self, d, point, later=False):
         """The route of every sync: what each rank held here receives of every rank's partials d (its own
-        exact). In three parts: what is sent (each rank's d, or its first round(sync_fraction * C)
-        channels, the rest staying with their rank; in sync_dtype), how it crosses (`cross`: a sum over
-        the rank axis in `sim`, a collective in `dist`, each through the link), and when it lands (the
-        caller adds the message to b: at once, as `sync` does, or a sublayer later with `land`; later=True
-        lets `dist` leave its all-reduce in flight until then). d may be (1, ...), the partials already
-        summed over ranks by the sublayer's own GEMM (`sums_in_gemm`): nothing left to add.
-        """
+        exact): what is sent (d, or its first round(sync_fraction * C) channels, the rest staying with
+        their rank; in sync_dtype), how it crosses (`cross`: a sum over the rank axis in `sim`, a
+        collective in `dist`, through the link), and when it lands (in b: at once, as `sync` does, or a
+        sublayer later with `land`; later=True lets `dist` leave its all-reduce in flight until then).
+        d may be (1, ...): the partials already summed by the sublayer's own GEMM (`sums_in_gemm`)."""
         if self.tp_size == 1:
             return d  # a sync over one rank is the identity: nothing to count
         shared = round(self.sync_fraction * d.shape[-1])
@@ -160,14 +175,14 @@ class TPComm:
     def land(self, b, message, point, hidden):
         """b + a message sent with later=True: in `dist`, its all-reduce is waited for now. hidden: another
         sublayer ran while it was in flight (counted: the sync's latency was hidden, not exposed)."""
-        if not torch.compiler.is_compiling():
-            work = self.in_flight.pop(point, None)
-            if work is not None:  # the rest of its time in the collective: cross timed only the issue
-                start = time.perf_counter() if self.timing else 0.0
+        work = None if torch.compiler.is_compiling() else self.in_flight.pop(point, None)
+        if work is not None:  # the rest of its time in the collective: cross timed only the issue
+            with self.timed():
                 work.wait()
-                self._timed(start)
         if hidden and self.tp_size > 1 and not (self.dry or self.replaying):
             self.counter.add(point, 0, 0, 0, hidden=1, device=message.device)
+        if work is not None and torch.is_grad_enabled() and message.requires_grad and not self.link.loses(BWD):
+            return _Land.apply(b, message, self, point)  # its backward exchange is hidden too
         return b + message
 
     def message_bytes(self, x):
@@ -198,8 +213,7 @@ class TPComm:
 
     @contextlib.contextmanager
     def evaluating(self, lossy=False):
-        """Evaluate through a lossless network, or with lossy=True through the link's own
-        evaluation streams, fresh at every eval; training's streams are left untouched."""
+        """Evaluate through a lossless network, or (lossy) the link's own eval streams, fresh at every eval."""
         training_link = self.link
         self.link = training_link.for_eval() if lossy else LosslessLink()
         try:
@@ -209,8 +223,7 @@ class TPComm:
 
     @contextlib.contextmanager
     def dry_run(self):
-        """A pass that only finds shapes (torch's pipeline stages run one on empty tensors before the
-        first step): nothing counted, and a lossy link delivers every packet without drawing."""
+        """A pass that only finds shapes (pipeline stages, before the first step): nothing counted or drawn."""
         self.dry = True
         try:
             with self.link.masks_from(AllArrive()):
@@ -236,9 +249,8 @@ class TPComm:
             self.replaying = False
 
     def grad_norm(self, params, stages=None, skip=None):
-        """The whole model's gradient norm: every shard of every TP rank once (the mode's
-        `_grad_norm`); stages: a pipeline's group, whose stages' squares are summed (`skip`: a
-        parameter another stage already counts, the tied weight)."""
+        """The whole model's gradient norm: every shard of every TP rank once (`_grad_norm`); stages: a
+        pipeline's group, whose squares are summed (`skip`: the tied weight another stage counts)."""
         params = [p for p in params if p.grad is not None and p is not skip]
         if stages is None:
             return self._grad_norm(params)
@@ -246,17 +258,25 @@ class TPComm:
         dist.all_reduce(squares, group=stages)
         return squares.sqrt().float()[0]
 
-    def _timed(self, start):
+    def own_shard(self, stacked):
+        """All ranks' shards stacked (T, ...) -> the ones this process holds (all in `sim`, its own in `dist`)."""
+        return stacked[self.ranks[0]:self.ranks[-1] + 1]
+
+    def own_link_state(self, group_state):
+        """The TP group's link state (LossyLink.state_dict) this process draws from: the streams into its
+        ranks; the statistics go to the process of TP rank 0, so that sums over processes stay right."""
+        return {"streams": {k: v for k, v in group_state["streams"].items() if k[1] in self.ranks},
+                **{key: group_state[key] if 0 in self.ranks else {} for key in ("sent", "lost", "bursts")}}
+
+    @contextlib.contextmanager
+    def timed(self):
+        """bench/: the wall time inside (a collective, or the wait for one) added to counter.comm_seconds."""
+        start = time.perf_counter()
+        yield
         if self.timing:
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             self.counter.comm_seconds += time.perf_counter() - start
-
-
-def clip_grad_norm_(params, max_norm, norm):
-    """Scale every gradient by min(1, max_norm / norm): the clipping of every mode and step."""
-    torch.nn.utils.clip_grads_with_norm_([p for p in params if p.grad is not None], max_norm, norm)
-    return norm
 
 
 class SimComm(TPComm):
@@ -321,13 +341,6 @@ class SimComm(TPComm):
         """Sharded tensors (R, ...) of this process -> all tp_size ranks' shards stacked: already so."""
         return tensors
 
-    def own_shard(self, stacked):
-        """All ranks' shards stacked (T, ...) -> the shards this process holds: all of them."""
-        return stacked
-
-    def own_link_state(self, group_state):
-        """The part of the TP group's link state (LossyLink.state_dict) this process draws from: all."""
-        return group_state
 
 
 class DistComm(TPComm):
@@ -350,36 +363,33 @@ class DistComm(TPComm):
         return _AllReduceSum.apply(d, self.group)
 
     def cross(self, x, direction, point, later=False):
-        """The sum over TP ranks of x as this rank receives it through the link. Lossless: an all-reduce,
-        left in flight (async_op) when later, until `land`. Lossy or quantized: an all-gather of every
-        rank's message as sent, each masked at the receiver by the packets of its incoming links (the
-        streams `sim` draws), summed in `sim`'s order; synchronous. A quantized message is all-gathered
-        as its wire bytes (quantize.pack: payload and float32 scales) and dequantized by each receiver
-        (one-shot: TP groups are small, so one gather beats a reduce-scatter and all-gather pair in
-        latency); counter.moved_bytes counts what every collective here was handed."""
-        start = time.perf_counter() if self.timing else 0.0
-        x, out = x.contiguous(), None
-        if self.sync_dtype is not None and x.dtype != self.sync_dtype:  # the wire bytes: payload and scales
-            moved = pack(x, self.sync_dtype)
-            wires = [torch.empty_like(moved) for _ in range(self.tp_size)]
-            dist.all_gather(wires, moved, group=self.group)
-            parts = [unpack(wire, self.sync_dtype, x) for wire in wires]
-        elif self.link.loses(direction):
-            moved, parts = x, [torch.empty_like(x) for _ in range(self.tp_size)]
-            dist.all_gather(parts, x, group=self.group)
-        else:
-            moved = out = x.clone()
-            work = dist.all_reduce(out, group=self.group, async_op=later and not self.replaying)
-            if work is not None:
-                self.in_flight[point] = work
-        self.counter.moved_bytes += moved.numel() * moved.element_size()
-        if out is None:  # gathered: each rank's message masked at the receiver (lossy) or summed
-            if self.link.loses(direction):
-                out = self.link.receive(x.reshape(-1).clone(), [p.reshape(-1) for p in parts], self.rank, direction,
-                                        point, self.wire_element_size(x)).view_as(x)
-            else:  # quantized, lossless: every rank's message as received, this rank's own exact
-                out = torch.stack(parts).sum(0) + (x - parts[self.rank])
-        self._timed(start)
+        """The sum over TP ranks of x as this rank receives it. Lossless: an all-reduce, left in flight
+        (async_op) when later, until `land`. Lossy or quantized: an all-gather of every rank's message,
+        masked at the receiver by the packets of its incoming links (the streams `sim` draws), summed in
+        `sim`'s order. A quantized message moves as its wire bytes (quantize.pack) and every receiver
+        dequantizes (one-shot: a TP group is small). counter.moved_bytes: what the collectives were handed."""
+        with self.timed():
+            x, out = x.contiguous(), None
+            if self.sync_dtype is not None and x.dtype != self.sync_dtype:  # the wire bytes: payload and scales
+                moved = pack(x, self.sync_dtype)
+                wires = [torch.empty_like(moved) for _ in range(self.tp_size)]
+                dist.all_gather(wires, moved, group=self.group)
+                parts = [unpack(wire, self.sync_dtype, x) for wire in wires]
+            elif self.link.loses(direction):
+                moved, parts = x, [torch.empty_like(x) for _ in range(self.tp_size)]
+                dist.all_gather(parts, x, group=self.group)
+            else:
+                moved = out = x.clone()
+                work = dist.all_reduce(out, group=self.group, async_op=later and not self.replaying)
+                if work is not None:
+                    self.in_flight[point] = work
+            self.counter.moved_bytes += moved.numel() * moved.element_size()
+            if out is None:  # gathered: each rank's message masked at the receiver (lossy) or summed
+                if self.link.loses(direction):
+                    out = self.link.receive(x.reshape(-1).clone(), [p.reshape(-1) for p in parts], self.rank, direction,
+                                            point, self.wire_element_size(x)).view_as(x)
+                else:  # quantized, lossless: every rank's message as received, this rank's own exact
+                    out = torch.stack(parts).sum(0) + (x - parts[self.rank])
         return out
 
     def loss_mean(self, loss):
@@ -391,13 +401,12 @@ class DistComm(TPComm):
         if self.tp_size == 1:
             return
         grads = [p.grad for p in params if not getattr(p, "tp_sharded", False) and p.grad is not None]
-        start = time.perf_counter() if self.timing else 0.0
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, group=self.group)  # one message for all of them
+        with self.timed():
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat, group=self.group)  # one message for all of them
+            for g, summed in zip(grads, flat.split([g.numel() for g in grads])):
+                g.copy_(summed.view_as(g))
         self.counter.replicated_bytes += flat.numel() * flat.element_size()
-        for g, summed in zip(grads, flat.split([g.numel() for g in grads])):
-            g.copy_(summed.view_as(g))
-        self._timed(start)
 
     def _grad_norm(self, params):
         if self.tp_size == 1:
@@ -428,15 +437,6 @@ class DistComm(TPComm):
         per_rank = [part.split([t.numel() for t in tensors]) for part in parts]
         return [torch.cat([chunks[k].view_as(t) for chunks in per_rank]).to(t.dtype) for k, t in enumerate(tensors)]
 
-    def own_shard(self, stacked):
-        return stacked[self.rank:self.rank + 1]
-
-    def own_link_state(self, group_state):
-        """The streams into this rank (it draws the masks of what it receives); the statistics
-        go to TP rank 0, so that sums over processes stay right."""
-        keep_stats = self.rank == 0
-        return {"streams": {k: v for k, v in group_state["streams"].items() if k[1] == self.rank},
-                **{key: group_state[key] if keep_stats else {} for key in ("sent", "lost", "bursts")}}
 
 
 MODES = {"sim": SimComm, "dist": DistComm}

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from comms import clip_grad_norm_
 
 
 def set_numerics(deterministic, tf32=True):
@@ -31,6 +30,12 @@ def set_numerics(deterministic, tf32=True):
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # a fixed split of cuBLAS reductions
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.benchmark = False
+
+
+def clip_grad_norm_(params, max_norm, norm):
+    """Scale every gradient by min(1, max_norm / norm): the clipping of every mode and step."""
+    torch.nn.utils.clip_grads_with_norm_([p for p in params if p.grad is not None], max_norm, norm)
+    return norm
 
 
 @dataclass

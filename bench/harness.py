@@ -27,7 +27,7 @@ from contextlib import nullcontext, redirect_stderr, redirect_stdout
 import numpy as np
 import torch
 
-from comms import clip_grad_norm_
+from step import clip_grad_norm_
 from links import FWD, LINK_DEFAULTS, GilbertElliottLoss
 from model import GPT, GPTConfig
 

@@ -107,3 +107,45 @@ def test_a_ladder_sync_times_its_wait_at_landing():
     comm.in_flight["h0.attn"] = SlowWork()
     comm.land(torch.zeros(1, 3), torch.ones(1, 3), "h0.attn", hidden=True)
     assert not comm.in_flight and comm.counter.comm_seconds >= 0.05
+
+
+def test_a_ladder_hides_its_backward_exchange_behind_the_next_sublayers_backward(monkeypatch):
+    """`dist`: a ladder sync's mirror exchange is sent as soon as its gradient exists (at its landing, in
+    the backward) and waited for where the partials' gradient is consumed, so the backward of the
+    sublayer that ran while the forward all-reduce was in flight runs in between; the gradients are
+    those of the same function without the overlap (the all-reduce stands in for one rank: the identity)."""
+    import comms
+    events = []
+
+    class Work:
+        def __init__(self, number):
+            self.number = number
+
+        def wait(self):
+            events.append(f"wait {self.number}")
+
+    def all_reduce(tensor, group=None, async_op=False):  # the n-th collective, numbered as issued
+        number = sum(e.startswith("issue") for e in events)
+        events.append(f"issue {number}")
+        return Work(number) if async_op else None
+
+    monkeypatch.setattr(comms.dist, "all_reduce", all_reduce)
+    g = torch.Generator().manual_seed(0)
+    w = [torch.randn(4, 4, generator=g, requires_grad=True) for _ in range(3)]
+    x = torch.randn(1, 2, 4, generator=g)
+    w[1].register_hook(lambda grad: events.append("sublayer 2 backward"))
+    comm = comms.DistComm(tp_size=2)
+    m1 = comm.send(x @ w[0], "s1", later=True)  # sublayer 1: issue 0
+    m2 = comm.send(x @ w[1], "s2", later=True)  # sublayer 2 runs while s1 is in flight: issue 1
+    b = comm.land(x, m1, "s1", hidden=True)
+    d3 = b @ w[2]  # sublayer 3 runs while s2 is in flight
+    (comm.land(b, m2, "s2", hidden=True) + d3).square().sum().backward()
+    # backward: s2's exchange (issue 2) and s1's (issue 3) sent at their landings; s1's waited for only
+    # after the backward of sublayer 2, which ran while it was in flight
+    backward = events[events.index("wait 1") + 1:]
+    assert backward.index("issue 3") < backward.index("sublayer 2 backward") < backward.index("wait 3"), events
+    got = [p.grad.clone() for p in w]
+    for p in w:
+        p.grad = None
+    ((x + x @ w[0] + x @ w[1]) + (x + x @ w[0]) @ w[2]).square().sum().backward()
+    assert all(torch.allclose(a, p.grad) for a, p in zip(got, w))
