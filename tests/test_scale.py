@@ -142,6 +142,15 @@ def test_device_width_tunes_then_runs_whole_seeds_only(tmp_path, monkeypatch):
     assert not any(n.endswith("ckpt.pt") for n in names)
     with tarfile.open(out / "tuning_w512.tgz") as tar:
         assert len({n.split("/")[0] for n in tar.getnames()}) == 6 * 2
+    # a later call in the same lease: the study's next seeds, as many as its time holds at the measured
+    # seconds a seed (here 100 s of 250, less the packing's 20: two seeds), at the rate now in the file
+    planned.clear()
+    monkeypatch.setattr(sys, "argv", ["device_width", "--study", "512", "--commit", "abc", "--out", str(tmp_path / "out2"),
+                                      "--runs", str(tmp_path / "runs2"), "--from_seed", "303", "--seed_s", "100",
+                                      "--limit", "250", "--learning_rates", str(rates)])
+    device_width.main()
+    assert [s["seeds"] for s in planned] == [[303, 304]]
+    assert planned[0]["common"]["learning_rate"] == pytest.approx(1e-2)
 
 
 @pytest.mark.slow
