@@ -112,3 +112,24 @@ def test_dist_errors(char_data, tmp_path):
     assert three.returncode != 0
     ours = [line for line in three.stderr.splitlines() if line.startswith("error:")]
     assert ours == ["error: 3 processes are not divisible by tp_size=2: tp_mode='dist' needs whole TP groups"]
+
+
+@pytest.mark.slow
+def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
+    """bench/scheme_time.py at a tiny size under torchrun: every scheme at every batch, 24comm's ratio to
+    itself exactly 1, codec time only where a message is quantized, and the parts add up to the step."""
+    import json
+    import sys
+    from bench.harness import run
+    from bench.scheme_time import SCHEMES
+    out = tmp_path / "scheme_time.json"
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                  "bench.scheme_time", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_sizes", "2", "3",
+                  "--rounds=2", "--steps=1", f"--out={out}"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["batch"], r["scheme"]) for r in rows] == [(b, s) for b in (2, 3) for s in SCHEMES]
+    for r in rows:
+        assert (r["codec_ms"] > 0) == (r["scheme"] in ("bf16", "int8", "float8"))
+        assert r["compute_ms"] + r["exposed_comm_ms"] + r["codec_ms"] == pytest.approx(r["step_ms"])
+    assert all(r["ratio"] == 1.0 and r["ci"] == [1.0, 1.0] for r in rows if r["scheme"] == "24comm")
