@@ -114,7 +114,11 @@ def tune(width, out, deadline, args, say, log):
             batch_s = (time.time() - started) * args.slots / len(runs)
         say(f"n_embd {width}: tuning " + "; ".join(f"{lr:g}: {', '.join(f'{v:.4f}' for v in vs)}"
                                                   for lr, vs in sorted(losses.items())))
-        verdict, lr = choose(losses)
+        try:
+            verdict, lr = choose(losses)
+        except ValueError as e:  # every run failed (sweeps.log says why): nothing to choose
+            say(f"n_embd {width}: {e}; see sweeps.log")
+            return None, None
         if verdict == "chosen":
             say(f"n_embd {width}: chosen peak learning rate {lr:g} ({len(runs)} runs, {batch_s:.0f} s per {args.slots})")
             return lr, batch_s
@@ -162,6 +166,8 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], help="key=value for every run (the CPU test's tiny size)")
     args = parser.parse_args()
     deadline = time.time() + args.limit
+    if any("=" not in item for item in args.set):
+        sys.exit(f"error: --set takes key=value items, got {[i for i in args.set if '=' not in i][0]!r}")
     args.set = dict(item.split("=", 1) for item in args.set)
     for width in args.tune + [args.study] * bool(args.study):
         if width not in widths.GPU_WIDTHS:
