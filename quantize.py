@@ -23,8 +23,10 @@ def encode(x, dtype):
     x = x.detach()
     finite = torch.isfinite(x)
     limit = per_token[dtype]
-    scale = (torch.where(finite, x.abs(), 0).amax(-1, keepdim=True).clamp(min=1e-30) / limit).float()  # (..., 1)
-    q = (torch.where(finite, x, 0) / scale.to(torch.promote_types(x.dtype, torch.float32))).clamp(-limit, limit)
+    work = torch.promote_types(x.dtype, torch.float32)  # a bfloat16 message's scale is still a float32's
+    absmax = torch.where(finite, x, 0).abs().amax(-1, keepdim=True).to(work).clamp(min=1e-30)
+    scale = (absmax / limit).float()  # (..., 1): what the wire carries
+    q = (torch.where(finite, x, 0).to(work) / scale.to(work)).clamp(-limit, limit)
     return (q.round() if dtype == torch.int8 else q).to(dtype), scale
 
 

@@ -228,6 +228,9 @@ def test_the_wire_bytes_are_the_counted_bytes_and_carry_what_sim_delivers(sync_d
     assert wire.dtype == torch.uint8 and wire.numel() == comm.message_bytes(x)
     assert torch.equal(unpack(wire, dtype, x[0]), quantized(x[0], dtype))
     assert torch.equal(quantized(x[0], dtype), sent_as(x[0].double(), sync_dtype).float())
+    if sync_dtype != "bfloat16":  # a bfloat16 model's message: its scale and quotient in float32, not bfloat16
+        y = x[0].to(torch.bfloat16)
+        assert torch.equal(quantized(y, dtype), sent_as(y.double(), sync_dtype).to(torch.bfloat16))
     x[0, 1, 2, 5] = float("inf")
     got = unpack(pack(x[0], dtype), dtype, x[0])
     bad = torch.zeros(3, 4, dtype=torch.bool)
