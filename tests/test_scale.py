@@ -212,3 +212,54 @@ def test_each_widths_committed_costs_are_what_its_run_logs_give(family):
     for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
+    """The independent check of the primary analysis, on the study's own committed runs: the plan's pipeline
+    (bench.summarize per width with that width's 24comm as the reference, then bench.studies.scale.slope)
+    against a plain recomputation from each run's metrics.jsonl: per width and setting the paired mean and
+    its standard error sd / sqrt(n), then the inverse-variance weighted least-squares slope on log2(width)
+    by hand, its standard error and its two-sided normal p. Every width with two or more committed seeds
+    (an arithmetic check of the pipeline, not the planned analysis, which waits for the planned seeds)."""
+    import json
+    from conftest import ROOT
+    runs = os.path.join(ROOT, "bench", "studies", "scale", "runs")
+    names = sorted(os.listdir(runs))
+    widths = sorted({int(n.split("-w")[1].split("_")[0]) for n in names})
+    whole = {w: sorted({int(n.rsplit("-s", 1)[1]) for n in names if f"-w{w}_" in n}) for w in widths}
+    whole = {w: s for w, s in whole.items() if len(s) >= 2}
+    if len(whole) < 2:
+        pytest.skip("fewer than two widths with two committed seeds")
+    settings = ["drop1", "drop5", "ladder", "half"]
+    args = []
+    for w in whole:
+        result = run([sys.executable, "-m", "bench.summarize", runs, "--seeds", ",".join(map(str, whole[w])),
+                      "--reference", f"train_shakespeare_char_24comm/w{w}_ref24", "--out", str(tmp_path / f"w{w}")])
+        assert result.returncode == 0, result.stderr[-2000:]
+        args += ["--width", f"{w}={tmp_path / f'w{w}' / 'experiment_summary.csv'}"]
+    result = run([sys.executable, "-m", "bench.studies.scale.slope", *args, "--settings",
+                  *[f"24comm/{s}" for s in settings], "--json", str(tmp_path / "slope.json")])
+    assert result.returncode == 0, result.stderr[-2000:]
+    fitted = {r["name"]: r for r in json.loads((tmp_path / "slope.json").read_text())}
+    for s in settings:
+        xs, ys, ws = [], [], []
+        for w, seeds in whole.items():
+            diffs = [final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{s}-s{seed}")) -
+                     final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_ref24-s{seed}")) for seed in seeds]
+            n = len(diffs)
+            mean = sum(diffs) / n
+            se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+            xs.append(math.log2(w / min(whole)))
+            ys.append(mean)
+            ws.append(1 / se ** 2)
+        xm = sum(w * x for w, x in zip(ws, xs)) / sum(ws)
+        ym = sum(w * y for w, y in zip(ws, ys)) / sum(ws)
+        sxx = sum(w * (x - xm) ** 2 for w, x in zip(ws, xs))
+        b = sum(w * (x - xm) * (y - ym) for w, x, y in zip(ws, xs, ys)) / sxx
+        record = fitted[f"24comm/{s}"]
+        # the summary's csv keeps 6 significant digits: the pipeline agrees to that
+        assert record["costs"] == pytest.approx(ys, rel=1e-5, abs=1e-7)
+        assert record["slope"] == pytest.approx(b, rel=1e-4, abs=1e-7)
+        assert record["se"] == pytest.approx(1 / math.sqrt(sxx), rel=1e-4)
+        assert record["p"] == pytest.approx(math.erfc(abs(b) * math.sqrt(sxx) / math.sqrt(2)), rel=1e-3, abs=1e-9)
