@@ -153,6 +153,17 @@ def build(model_args, comm=None, device="cpu"):
     return model, optimizer
 
 
+def add_step_args(parser, rounds):
+    """The measured model and rounds of the dist step-time tools (bench/step_time.py, bench/scheme_time.py)."""
+    parser.add_argument("--n_embd", type=int, default=256)
+    parser.add_argument("--n_head", type=int, default=8)
+    parser.add_argument("--block_size", type=int, default=128)
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--vocab_size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=rounds)
+
+
 def random_batch(vocab_size, batch_size, block_size, seed=0, device="cpu"):
     """(x, y), each (batch_size, block_size) token ids, drawn in that order from one seeded generator."""
     g = torch.Generator().manual_seed(seed)

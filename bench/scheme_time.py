@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 import comms
-from bench.harness import build, random_batch, train_steps
+from bench.harness import add_step_args, build, random_batch, train_steps
 from bench.stats import paired_stats
 
 SCHEMES = {"24comm": dict(block_types="tp"), "12comm": dict(block_types="spd"),
@@ -70,13 +70,7 @@ def run_round(model, optimizer, x, steps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--n_embd", type=int, default=256)
-    parser.add_argument("--n_head", type=int, default=8)
-    parser.add_argument("--block_size", type=int, default=128)
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[4, 16])
-    parser.add_argument("--vocab_size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=8)
+    add_step_args(parser, rounds=8)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheme_time.json"))
     args = parser.parse_args()
     if args.rounds < 2:

@@ -45,7 +45,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.harness import PATTERNS as TP_PATTERNS  # noqa: E402
-from bench.harness import build, random_batch, train_steps  # noqa: E402
+from bench.harness import add_step_args, build, random_batch, train_steps  # noqa: E402
 from comms import DistComm  # noqa: E402
 from links import BernoulliLoss, GilbertElliottLoss  # noqa: E402
 from model import count_sync_points, parse_block_types  # noqa: E402
@@ -95,13 +95,7 @@ def fit_alpha_beta(counts, sizes, seconds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--n_embd", type=int, default=256)
-    parser.add_argument("--n_head", type=int, default=8)
-    parser.add_argument("--block_size", type=int, default=128)
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[4, 16])
-    parser.add_argument("--vocab_size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=7)
+    add_step_args(parser, rounds=7)
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU of the projected GPU")
     parser.add_argument("--gpu_peak", type=float, default=989e12, help="bf16 peak of the projected GPU (H100 SXM)")
     parser.add_argument("--net_latency", type=float, default=10e-6,
