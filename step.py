@@ -19,7 +19,6 @@ import torch
 import torch.distributed as dist
 
 
-
 def set_numerics(deterministic, tf32=True):
     """TF32 for float32 matmuls on CUDA (or not: `tf32`); and with `deterministic`, kernels that give the same bits on every
     rerun on the same machine and software (a CUDA op that has none raises, naming itself), so two runs'
