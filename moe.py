@@ -66,15 +66,19 @@ class MoEMLP(nn.Module):
         gates = torch.zeros_like(probs).scatter(-1, top_e, weights)  # (Rx, N, E)
         load = chosen.float().mean(1) / self.top_k  # (Rx, E): f_e, the share of the choices
         self.aux_loss = (len(self.experts) * (load * probs.mean(1)).sum(-1)).mean()  # the mean over ranks
-        out = None  # (R, N, C) once the first expert tells R
-        for e, expert in enumerate(self.experts):
-            # the tokens any rank held here sent to e (only ranks whose states differ disagree); a rank
-            # that did not choose e for a token weighs its output 0 there. An expert no token chose still
-            # runs (on none): its gradient is zeros, not None, so every layout and mode steps the same
-            # parameters (a `dist` rank cannot know whether another rank's tokens chose it)
-            tokens = chosen[..., e].any(0).nonzero().squeeze(1)  # (n,)
-            y = expert(x[:, tokens]) * gates[:, tokens, e, None].to(x.dtype)  # (R, n, C)
-            out = torch.zeros(y.size(0), B * L, C, dtype=y.dtype, device=y.device) if out is None else out
-            out = out.index_add(1, tokens, y)  # (R, N, C)
+        # Dispatch in one pass: every (expert, token) pair that any rank held here sent (only ranks whose
+        # states differ disagree; a rank that did not choose e for a token weighs its output 0 there),
+        # sorted by expert with one stable sort, so the only device-to-host sync is the E chunk sizes
+        # (one per layer, not one `nonzero` per expert). An expert no token chose still runs (on none):
+        # its gradient is zeros, not None, so every layout and mode steps the same parameters (a `dist`
+        # rank cannot know whether another rank's tokens chose it)
+        sent = chosen.any(0).t().reshape(-1)  # (E*N,) pair e*N + i: token i sent to expert e
+        sizes = sent.view(len(self.experts), B * L).sum(1).tolist()  # (E,) on the host: the one sync
+        pairs = torch.argsort((~sent).to(torch.int8), stable=True)[:sum(sizes)]  # (M,) sent pairs, by expert
+        expert_of, tokens = pairs // (B * L), pairs % (B * L)  # (M,), (M,)
+        y = torch.cat([expert(chunk) for expert, chunk in zip(self.experts, x[:, tokens].split(sizes, dim=1))],
+                      dim=1)  # (R, M, C)
+        y = y * gates[:, tokens, expert_of, None].to(x.dtype)  # (R, M, C)
+        out = torch.zeros(y.size(0), B * L, C, dtype=y.dtype, device=y.device).index_add(1, tokens, y)  # (R, N, C)
         out = self.dropout(out).view(-1, B, L, C)  # (R, B, L, C) partials
         return out.sum(0, keepdim=True) if summed else out

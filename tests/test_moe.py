@@ -67,6 +67,30 @@ def test_each_rank_routes_its_own_state_and_runs_its_units(T, top_k):
                               .sum(0).view(2, 5, 16), atol=1e-12)
 
 
+def test_dispatch_syncs_with_the_host_once_per_layer_not_once_per_expert(monkeypatch):
+    """On a GPU every op whose output size depends on the data (`nonzero`, `.tolist()`, `.item()`) waits
+    for the device: the expert dispatch makes one such wait per MoE layer whatever the expert count."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    waits = []
+
+    class DataDependent(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._overloadpacket in (torch.ops.aten.nonzero, torch.ops.aten.masked_select,
+                                        torch.ops.aten._local_scalar_dense, torch.ops.aten.unique_dim):
+                waits.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    for name in ("tolist", "item"):  # host reads that do not go through the dispatcher
+        method = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _m=method, _n=name: waits.append(_n) or _m(self, *a))
+    for n_experts in (2, 8):
+        moe = tiny(2, n_experts=n_experts).transformer.h[0].mlp
+        waits.clear()
+        with DataDependent():
+            moe(torch.randn(2, 2, 8, 16))
+        assert waits == ["tolist"], (n_experts, waits)
+
+
 def test_load_balancing_loss_is_switch_transformers():
     moe = tiny(1).transformer.h[0].mlp
     with torch.no_grad():
@@ -177,3 +201,19 @@ def test_summed_path_is_used_without_changing_counts():
     model(x, y)
     forward = model.comm.counter.totals()[0]
     assert forward == model.sync_points == 4
+
+
+@pytest.mark.slow
+def test_dispatch_benchmark_times_the_same_function_both_ways():
+    """bench/moe_dispatch.py at a tiny size: the old per-expert loop and the one-sort dispatch start from
+    the same draw and give the same first loss; each has a rate, the loop's ratio is 1."""
+    import sys
+    from bench.harness import run
+    result = run([sys.executable, "-m", "bench.moe_dispatch", "--rounds=2", "--steps=1", "--experts=3",
+                  "--set", "n_layer=2", "n_embd=32", "n_head=2", "batch_size=2", "block_size=16"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in result.stdout.splitlines() if line.startswith("| loop") or line.startswith("| dispatch")}
+    assert set(rows) == {"loop", "dispatch"}
+    assert rows["loop"][0] == rows["dispatch"][0] and float(rows["loop"][0]) > 0
+    assert rows["loop"][2] == "1" and float(rows["dispatch"][1]) > 0
