@@ -12,6 +12,9 @@ over loop tokens/s) with its 95% t interval. The first step's losses are printed
 the same function, so they agree to rounding.
 """
 
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
 import argparse
 import types
 
