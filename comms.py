@@ -32,7 +32,7 @@ import torch.distributed._functional_collectives as funcol
 from counting import SyncCounter
 from links import BWD, FWD, LosslessLink, exchange
 from masks import AllArrive, Recorded, Replayed
-from quantize import SYNC_DTYPES, pack, per_token, quantized, unpack
+from quantize import SYNC_DTYPES, decode, from_bytes, quantized, to_bytes, wire_bytes, wire_encode
 
 
 class _Sync(torch.autograd.Function):
@@ -106,7 +106,6 @@ class _MeanOverRanks(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad / ctx.tp_size, None
-
 
 
 class TPComm:
@@ -185,13 +184,11 @@ class TPComm:
             return _Land.apply(b, message, self, point)  # its backward exchange is hidden too
         return b + message
 
-    def message_bytes(self, x):
-        """One rank's message of x (R, ..., C) as sent: in sync_dtype, int8 and float8 with a float32 scale per row."""
-        numel = x[0].numel()
-        if self.sync_dtype is None:
-            return numel * x.element_size()
-        scales = 4 * (numel // x.shape[-1]) if self.sync_dtype in per_token else 0
-        return numel * self.sync_dtype.itemsize + scales
+    def message_bytes(self, x, direction=FWD):
+        """One rank's message of x (R, ..., C) as sent: its payload and scales (quantize.wire_bytes)."""
+        dtype = self.sync_dtype or x.dtype
+        rotated = self.link.layout(x[0].shape, dtype, direction) if self.sync_dtype and self.link.rotates(direction) else None
+        return wire_bytes(x[0].numel() // x.shape[-1], x.shape[-1], dtype, rotated)
 
     def wire_element_size(self, x):
         """Bytes per element on the wire (packets are cut by it)."""
@@ -204,11 +201,11 @@ class TPComm:
         if self.replaying:  # activation checkpointing's recompute of a sync already counted
             self.counter.recomputed += 1
             return
-        self.counter.add(point, self.message_bytes(x), int(direction == FWD), int(direction == BWD))
+        self.counter.add(point, self.message_bytes(x, direction), int(direction == FWD), int(direction == BWD))
         link = self.link
         if link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
             # count its packets on the links j -> r into the ranks this process holds, and draw any resends
-            n_packets = link.packets(x[0].numel(), self.wire_element_size(x))[0]
+            n_packets = link.layout(x[0].shape, self.sync_dtype or x.dtype, direction)[0]
             link.deliver(point, direction, n_packets, self.ranks, self.tp_size, x.device)
 
     @contextlib.contextmanager
@@ -294,10 +291,8 @@ class SimComm(TPComm):
 
     @property
     def sums_in_gemm(self):
-        """Whether a sublayer synced at once may return its partials already summed over ranks:
-        on a lossless network the sum of the per-rank products is one GEMM over the
-        concatenated ranks, the dense layer's own matmul, with no per-rank partial in memory
-        (not when a sync sends only some channels, or quantized: then the message is not that sum)."""
+        """Whether a sublayer synced at once may return its partials summed over ranks (one GEMM over the
+        concatenated ranks, the dense layer's): lossless, whole and unquantized syncs (else no such sum)."""
         return (self.tp_size > 1 and not (self.link.loses(FWD) or self.link.loses(BWD))
                 and self.sync_fraction == 1 and self.sync_dtype is None)
 
@@ -308,7 +303,7 @@ class SimComm(TPComm):
         sent = quantized(x, self.sync_dtype)
         if self.link.loses(direction):  # rank j sends x_j to every r over link j -> r
             x, sent = (t.expand(R, *t.shape[1:]) for t in (x, sent))
-            return exchange(x, sent, self.link, direction, point, self.wire_element_size(x))  # ranks may now disagree
+            return exchange(x, sent, self.link, direction, point, self.wire_element_size(x), self.sync_dtype)
         if sent is not x:  # every rank's message as sent, its own exact
             x, sent = (t.expand(R, *t.shape[1:]) for t in (x, sent))
             return sent.sum(0, keepdim=True) + (x - sent)
@@ -342,7 +337,6 @@ class SimComm(TPComm):
         return tensors
 
 
-
 class DistComm(TPComm):
     """This process is TP rank `rank` of the process group `group` (tp_size processes)."""
 
@@ -364,17 +358,24 @@ class DistComm(TPComm):
 
     def cross(self, x, direction, point, later=False):
         """The sum over TP ranks of x as this rank receives it. Lossless: an all-reduce, left in flight
-        (async_op) when later, until `land`. Lossy or quantized: an all-gather of every rank's message,
-        masked at the receiver by the packets of its incoming links (the streams `sim` draws), summed in
-        `sim`'s order. A quantized message moves as its wire bytes (quantize.pack) and every receiver
-        dequantizes (one-shot: a TP group is small). counter.moved_bytes: what the collectives were handed."""
+        (async_op) when later, until `land`. Lossy or quantized: an all-gather of every rank's message (a
+        quantized one as its wire bytes: quantize.pack, or over a lossy link its packets of values and
+        scales, LossyLink.encode), which each receiver masks by the packets of its incoming links (the
+        streams `sim` draws), dequantizes and sums in `sim`'s order (one-shot: a TP group is small)."""
         with self.timed():
-            x, out = x.contiguous(), None
-            if self.sync_dtype is not None and x.dtype != self.sync_dtype:  # the wire bytes: payload and scales
-                moved = pack(x, self.sync_dtype)
+            x, out, dtype = x.contiguous(), None, self.sync_dtype
+            encoded = self.link.loses(direction) and self.link.encodes(dtype)
+            if encoded or (dtype is not None and x.dtype != dtype):  # the wire bytes: payload and scales
+                wire = self.link.encode(x, self.rank, direction, dtype) if encoded else wire_encode(x.view(-1, x.shape[-1]), dtype)
+                moved = to_bytes(*wire)
                 wires = [torch.empty_like(moved) for _ in range(self.tp_size)]
                 dist.all_gather(wires, moved, group=self.group)
-                parts = [unpack(wire, self.sync_dtype, x) for wire in wires]
+                wires = [from_bytes(w, dtype, wire[0].shape[-1]) for w in wires]
+                if encoded:
+                    out = self.link.receive_encoded(x.view(-1).clone(), wires, self.rank, direction, point, dtype,
+                                                    x.shape).view_as(x)
+                else:
+                    parts = [decode(*w, x.dtype).view_as(x) for w in wires]
             elif self.link.loses(direction):
                 moved, parts = x, [torch.empty_like(x) for _ in range(self.tp_size)]
                 dist.all_gather(parts, x, group=self.group)
@@ -436,7 +437,6 @@ class DistComm(TPComm):
             return None
         per_rank = [part.split([t.numel() for t in tensors]) for part in parts]
         return [torch.cat([chunks[k].view_as(t) for chunks in per_rank]).to(t.dtype) for k, t in enumerate(tensors)]
-
 
 
 MODES = {"sim": SimComm, "dist": DistComm}

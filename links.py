@@ -24,17 +24,24 @@ import torch.distributed as dist
 
 from loss_models import GE_PRESETS, BernoulliLoss, GilbertElliottLoss  # noqa: F401 (links' names)
 from masks import BWD, FWD, Drawn  # noqa: F401 (FWD, BWD: links' names for the directions)
+from quantize import arrived_values, decode, packets, per_token, wire_encode
 from rotation import Rotation
 
 DIRECTIONS = ("fwd", "bwd")
 
 
-def exchange(own, sent, link, direction, point, element_size):
+def exchange(own, sent, link, direction, point, element_size, dtype=None):
     """`sim` mode: own (R, ...) each rank's message, sent (R, ...) the same as it crosses a link (own
-    itself, or quantized; packets of element_size bytes per element). Returns (R, ...) with, for every
-    rank r, out_r = own_r + sum_{j != r} sent_j masked by the packets of link j -> r that arrived."""
-    flat = sent.reshape(sent.shape[0], -1)
+    itself, or quantized; packets of element_size bytes per element). Returns (R, ...): for every rank r,
+    out_r = own_r + sum_{j != r} sent_j masked by the packets of link j -> r that arrived; in its wire
+    format (link.encodes(dtype)), each sender's encoding as each receiver decodes what arrived."""
     out = own.reshape(own.shape[0], -1).clone()  # a rank's own contribution never crosses a link
+    if link.encodes(dtype):
+        wires = [link.encode(own[j], j, direction, dtype) for j in range(own.shape[0])]
+        for r in range(own.shape[0]):
+            link.receive_encoded(out[r], wires, r, direction, point, dtype, own.shape[1:])
+        return out.view_as(own)
+    flat = sent.reshape(sent.shape[0], -1)
     for r in range(own.shape[0]):
         link.receive(out[r], flat, r, direction, point, element_size)
     return out.view_as(own)
@@ -218,6 +225,48 @@ class LossyLink:
                     acc[full * per_packet:].add_(torch.where(arrived[full], message[full * per_packet:], 0), alpha=scale)
         return acc
 
+    def encodes(self, dtype):
+        """Whether a message in `dtype` crosses a lossy direction in its wire format (encode, receive_encoded):
+        int8 and float8 (scales in the packets), and any dtype rotated; else its values cut into packets."""
+        return dtype is not None and (dtype in per_token or self.rotate is not None)
+
+    def layout(self, shape, dtype, direction):
+        """(n_packets, unit) of a message of `shape` (..., C) in `dtype` (quantize.packets), rotated or not."""
+        return packets(math.prod(shape[:-1]), shape[-1], dtype, self.packet_bytes, self.rotates(direction))
+
+    def rotates(self, direction):  # whether a message crossing this direction is rotated first
+        return self.rotate is not None and self.loses(direction)
+
+    def encode(self, x, src, direction, dtype):
+        """What sender src puts on the wire for x (..., C) over a lossy direction: (payload (units, n) in
+        dtype, float32 scale per unit (units, 1) or None). Rotated: the message rotated (in float32 at
+        least), then cut into packets, a packet's values quantized with one scale; otherwise per row."""
+        if self.rotate is None:
+            return wire_encode(x.reshape(-1, x.shape[-1]), dtype)
+        n_packets, unit = self.layout(x.shape, dtype, direction)
+        work = torch.promote_types(x.dtype, torch.float32)
+        return wire_encode(self.rotate.rotate(x.reshape(-1).to(work), src, direction, n_packets, unit), dtype)
+
+    def receive_encoded(self, acc, wires, r, direction, point, dtype, shape):
+        """receive for messages in their wire format: acc (rank r's own flat message of `shape`) += every
+        other rank's message as decoded from the packets of link j -> r that arrived (a lost packet's
+        values and scale are gone: zeros), rotated back where rotated. wires: encode's, one per rank."""
+        n_packets, unit = self.layout(shape, dtype, direction)
+        rows, C = math.prod(shape[:-1]), shape[-1]
+        work = torch.promote_types(acc.dtype, torch.float32)
+        fill = 1 if self.fill_scale is None else self.fill_scale  # lost_fill='rescale': 1/(1-q) on what arrived
+        for j, (payload, scale) in enumerate(wires):
+            if j != r:
+                arrived = self.arrived(j, r, direction, point, n_packets, acc.device)
+                if self.rotate is not None:
+                    units = torch.where(arrived[:, None], decode(payload, scale, work), 0)  # (n_packets, unit)
+                    values = self.rotate.unrotate(units, j, direction, acc.numel())
+                else:
+                    readable = arrived_values(arrived, rows, C, dtype, unit, self.packet_bytes)
+                    values = torch.where(readable, decode(payload, scale, work), 0).reshape(-1)
+                acc.add_((values * fill).to(acc.dtype))
+        return acc
+
     def for_eval(self):
         """The same network with its own evaluation streams, fresh: every eval sees the same masks
         and training's streams are not advanced."""
@@ -339,6 +388,8 @@ class LosslessLink:
 
     def loses(self, direction):
         return False
+
+    rotates = loses
 
     def describe(self):
         return "none (lossless)"

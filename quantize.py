@@ -6,6 +6,8 @@ and float8 a float32 scale per row), `unpack` what a receiver makes of them; `si
 codec without the bytes (`quantized`), so both modes deliver the same values.
 """
 
+import math
+
 import torch
 
 # sync_dtype: what a sync sends, quantized ('' keeps the communication dtype); fp8 and int8 with a
@@ -48,22 +50,71 @@ def quantized(x, dtype):
     return out if dtype not in per_token else torch.where(torch.isfinite(x), out, x.detach())
 
 
+def wire_encode(x, dtype):
+    """encode, with a non-finite value's unit (the rows of x, each with its scale) made to arrive
+    non-finite: an int8 or float8 payload cannot carry one, so its unit's scale is sent as NaN."""
+    payload, scale = encode(x, dtype)
+    if scale is not None:
+        scale = torch.where(torch.isfinite(x).all(-1, keepdim=True), scale, float("nan"))
+    return payload, scale
+
+
+def to_bytes(payload, scale):
+    """A payload (rows, n) and its float32 scales (rows, 1) or None as the uint8 rows a collective moves,
+    each row its payload then its scale."""
+    rows = payload.reshape(-1, payload.shape[-1]).view(torch.uint8)
+    return rows if scale is None else torch.cat([rows, scale.reshape(-1, 1).view(torch.uint8)], dim=1)
+
+
+def from_bytes(wire, dtype, n):
+    """to_bytes's inverse: (payload (rows, n) in dtype, float32 scales (rows, 1) or None)."""
+    payload = wire[:, :n * dtype.itemsize].contiguous().view(dtype)
+    return payload, wire[:, n * dtype.itemsize:].contiguous().view(torch.float32) if dtype in per_token else None
+
+
 def pack(x, dtype):
     """The bytes a rank hands to the collective for x (..., C) sent in `dtype`: (rows, bytes per row) uint8,
     each row its payload then (int8, float8) its float32 scale, so one all-gather moves exactly the counted
-    bytes on any backend. An int8 or float8 payload cannot carry a non-finite value: its row's scale is
-    sent as NaN, so the row arrives non-finite (the NaN guard stops the run, as in `sim`)."""
-    payload, scale = encode(x, dtype)
-    rows = payload.reshape(-1, x.shape[-1]).view(torch.uint8)
-    if scale is None:
-        return rows
-    scale = torch.where(torch.isfinite(x).all(-1, keepdim=True), scale, float("nan"))
-    return torch.cat([rows, scale.reshape(-1, 1).view(torch.uint8)], dim=1)
+    bytes on any backend. A row holding a non-finite value arrives non-finite (wire_encode): the NaN guard
+    stops the run, as in `sim`."""
+    return to_bytes(*wire_encode(x.reshape(-1, x.shape[-1]), dtype))
 
 
 def unpack(wire, dtype, like):
     """What a receiver makes of another rank's `pack` output: values shaped and typed like `like`."""
-    C = like.shape[-1]
-    payload = wire[:, :C * dtype.itemsize].contiguous().view(dtype)
-    scale = wire[:, C * dtype.itemsize:].contiguous().view(torch.float32) if dtype in per_token else None
-    return decode(payload, scale, like.dtype).view_as(like)
+    return decode(*from_bytes(wire, dtype, like.shape[-1]), like.dtype).view_as(like)
+
+
+def wire_bytes(rows, C, dtype, rotated=None):
+    """One message's bytes on the wire: the payload and (int8, float8) a float32 scale per row, or, rotated
+    (rotated = (n_packets, unit), `packets`), per packet of the rotated message, its last packet padded."""
+    scale = 4 if dtype in per_token else 0
+    return rotated[0] * (rotated[1] * dtype.itemsize + scale) if rotated else rows * (C * dtype.itemsize + scale)
+
+
+def packets(rows, C, dtype, packet_bytes, rotated):
+    """(n_packets, unit) of a message of rows x C values sent in `dtype` over a lossy direction, cut into
+    packets of packet_bytes (DESIGN section 8, wire format). rotated: the message is rotated first, and
+    each packet carries `unit` values of it and (int8, float8) their float32 scale. Otherwise (int8,
+    float8) whole rows, each with its scale: `unit` rows a packet, or a row longer than a packet spans
+    -unit packets, its scale in the first (a lost scale loses its row)."""
+    scale_bytes = 4 if dtype in per_token else 0
+    if rotated or not scale_bytes:  # bfloat16 not rotated: its values cut into packets, as full precision's
+        unit = max(1, (packet_bytes - scale_bytes) // dtype.itemsize)
+        return math.ceil(rows * C / unit), unit
+    row = C * dtype.itemsize + scale_bytes
+    if row <= packet_bytes:
+        unit = packet_bytes // row
+        return math.ceil(rows / unit), unit
+    spans = math.ceil(row / packet_bytes)
+    return rows * spans, -spans
+
+
+def arrived_values(arrived, rows, C, dtype, unit, packet_bytes):
+    """Which values of a whole-row message (not rotated) a receiver can read, from its packets' arrival
+    flags: (rows, 1) or (rows, C) bool. A value needs its own packet and its row's scale's."""
+    if unit > 0:
+        return arrived.repeat_interleave(unit)[:rows, None]
+    spans = arrived.view(rows, -unit)  # (rows, packets of a row): the scale is in the first
+    where = (4 + torch.arange(C, device=arrived.device) * dtype.itemsize) // packet_bytes  # (C,) each value's packet
+    return spans[:, where] & spans[:, :1]
