@@ -178,8 +178,8 @@ class TPComm:
         if work is not None:  # the rest of its time in the collective: cross timed only the issue
             with self.timed():
                 work.wait()
-        if hidden and self.tp_size > 1 and not (self.dry or self.replaying):
-            self.counter.add(point, 0, 0, 0, hidden=1, device=message.device)
+        if hidden and self.tp_size > 1 and not (self.dry or self.replaying):  # and its backward exchange, if any
+            self.counter.add(point, 0, 0, 0, 1, message.device, int(torch.is_grad_enabled() and message.requires_grad))
         if work is not None and torch.is_grad_enabled() and message.requires_grad and not self.link.loses(BWD):
             return _Land.apply(b, message, self, point)  # its backward exchange is hidden too
         return b + message

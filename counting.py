@@ -7,13 +7,14 @@ into it; train.py checks it against the model's analytic counts (patterns.py).
 import numpy as np
 import torch
 
-FIRST_SLOT = 4  # SyncCounter's tally: forward, backward, sync_bytes, hidden, then one slot per sync point
+FIRST_SLOT = 5  # SyncCounter's tally: forward, backward, sync_bytes, hidden, hidden_bwd, then one slot per sync point
 class SyncCounter:
     """Counts forward syncs and backward mirror exchanges as they really happen, eager or compiled;
     the model's analytic count (GPT.sync_points) is checked against it, so a miscounting block is caught.
 
     Every count goes through `add`, into a tally laid out [forward, backward, sync_bytes, hidden (ladder
-    syncs that landed after another sublayer ran: not exposed), one slot per sync point]. Eager code adds on the host (a numpy array: no kernel, no device sync); a compiled graph
+    syncs that landed after another sublayer ran: not exposed), hidden_bwd (their mirror exchanges, sent
+    behind that sublayer's backward), one slot per sync point]. Eager code adds on the host (a numpy array: no kernel, no device sync); a compiled graph
     cannot run Python per call, so it adds in place to the same layout in a tensor on its own device,
     with no guard on the counts (an int would be a guard, and every new value a recompile). Reading sums
     the two. `slots` maps a sync point to its index: fixed by the model before anything is compiled
@@ -32,9 +33,10 @@ class SyncCounter:
         if self.traced is not None:
             self.traced.zero_()
 
-    def add(self, point, nbytes, forward, backward, hidden=0, device=None):
+    def add(self, point, nbytes, forward, backward, hidden=0, device=None, hidden_bwd=0):
         """Count `forward` syncs and `backward` mirror exchanges at `point`, each a message of nbytes,
-        and `hidden` ladder syncs landed behind another sublayer's compute."""
+        `hidden` ladder syncs landed behind another sublayer's compute, and `hidden_bwd` of their mirror
+        exchanges sent behind its backward."""
         if torch.compiler.is_compiling():
             if self.traced is None or self.traced.device != device:  # once: the model's device
                 self.traced = torch.zeros(FIRST_SLOT + len(self.slots), dtype=torch.long, device=device)
@@ -49,6 +51,7 @@ class SyncCounter:
         tally[1] += backward
         tally[2] += nbytes * (forward + backward)
         tally[3] += hidden
+        tally[4] += hidden_bwd
         if point in self.slots:
             tally[self.slots[point]] += forward
 
@@ -59,9 +62,10 @@ class SyncCounter:
         return counts
 
     def totals(self):
-        """[forward, backward, hidden, sync_bytes, moved_bytes] from one read (one host sync after a compiled pass)."""
+        """[forward, backward, hidden, hidden_bwd, sync_bytes, moved_bytes] from one read (one host sync
+        after a compiled pass)."""
         counts = self._read()
-        return [int(counts[0]), int(counts[1]), int(counts[3]), int(counts[2]), self.moved_bytes]
+        return [int(counts[0]), int(counts[1]), int(counts[3]), int(counts[4]), int(counts[2]), self.moved_bytes]
 
     @property
     def forward(self):

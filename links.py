@@ -159,7 +159,7 @@ class LossyLink:
         as the eager syncs deliver them, from what the counter counted: per stream, micro-batch by
         micro-batch, the points in forward order (the backward's in reverse). Each point must have run
         once per micro-batch; messages of nbytes / element_size elements each."""
-        forward, backward, _, nbytes, _ = counter.totals()
+        forward, backward, _, _, nbytes, _ = counter.totals()
         points = counter.points  # forward syncs per point, in the model's forward order
         if forward and (set(points.values()) != {micro_batches} or backward not in (0, forward)):
             raise RuntimeError(f"reliable link under torch.compile: sync points ran {points} times, backward "

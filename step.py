@@ -149,7 +149,7 @@ class Step:
         norm = clip_grad_norm_(params, max_norm, self.grad_norm(params))  # the whole model's norm
         if self.scaler.is_enabled():
             agree_on_overflow(self.scaler, optimizer, norm)
-        forward, backward, hidden, nbytes, moved = self.counted(counter.totals())
+        forward, backward, hidden, hidden_bwd, nbytes, moved = self.counted(counter.totals())
         syncs, exposed = forward / self.micro_batches, (forward - hidden) / self.micro_batches
         if check_syncs and (syncs, exposed, backward) != (self.model.sync_points, self.model.exposed_syncs, forward):
             raise RuntimeError(f"sync count mismatch: the model claims {self.model.sync_points} per pass "
@@ -159,7 +159,8 @@ class Step:
         aux = aux if aux is None else self.comm.loss_mean(aux.detach())  # the mean over the TP ranks, as `sim`'s
         # what `dist`'s collectives were handed (eager syncs only: a traced one runs no Python to count)
         moved = {"sync_bytes_moved_per_token": moved / tokens} if self.comm.moves_bytes and not self.comm.traced else {}
-        return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed, sync_bytes_per_token=nbytes / tokens,
+        hidden = dict(hidden_syncs_fwd=hidden / self.micro_batches, hidden_syncs_bwd=hidden_bwd / self.micro_batches)
+        return loss, float(norm), dict(syncs_measured=syncs, exposed_measured=exposed, **hidden, sync_bytes_per_token=nbytes / tokens,
                                        **moved, **({} if aux is None else {"moe_aux_loss": aux.item()}))
 
     @torch.no_grad()

@@ -73,6 +73,10 @@ def test_dist_equals_sim_for_each_scheme(char_data, tmp_path, pattern, sync, lin
     for a, b in zip(sim_steps, steps):  # exposed syncs and bytes measured alike in both modes
         assert (a["exposed_measured"], a["sync_bytes_per_token"]) == (b["exposed_measured"], b["sync_bytes_per_token"])
         assert b["exposed_measured"] == b["exposed_syncs"]
+        # ladder: every hidden sync's mirror exchange is sent behind the in-between sublayer's backward too
+        assert (a["hidden_syncs_fwd"], a["hidden_syncs_bwd"]) == (b["hidden_syncs_fwd"], b["hidden_syncs_bwd"])
+        assert b["hidden_syncs_bwd"] == b["hidden_syncs_fwd"] == b["syncs_measured"] - b["exposed_measured"]
+        assert (b["hidden_syncs_fwd"] > 0) == ("ladder" in pattern)
         # what dist's collectives were handed is what is counted: an int8 message moves as int8 and its scales
         assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] and "sync_bytes_moved_per_token" not in a
 
