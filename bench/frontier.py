@@ -85,16 +85,23 @@ def scheme_of(cfg, sync_points):
                 model=link.model if link.lossy else None)
 
 
+def exposed_sync_seconds(syncs, all_reduce, ladder, sublayer, backward_hidden=False):
+    """Seconds of a pass pair's sync all-reduces (all_reduce seconds each) that no compute hides: every
+    one, or for `ladder` the first forward one in full and of the others what outlasts a sublayer's forward
+    (`sublayer` seconds); backward_hidden: its mirror exchanges likewise, behind a sublayer's backward
+    (twice its forward). The frontier's plan models the forward only (`dist` hides both since issue 50)."""
+    def hidden(behind):
+        return all_reduce + (syncs - 1) * max(0.0, all_reduce - behind)
+    forward = hidden(sublayer) if ladder else syncs * all_reduce
+    return forward + (hidden(2 * sublayer) if ladder and backward_hidden else syncs * all_reduce)
+
+
 def micro_step_ms(scheme, gbps, terms, latency=1e-5, rto=1e-3):
     """PROJECTED ms of one GPT-2 124M micro-step of a scheme at gbps (module docstring)."""
     bandwidth = gbps * 1e9 / 8
     syncs, ms = scheme["syncs"], 1e3
     all_reduce = latency + scheme["message"] / bandwidth  # seconds; TP=2: each rank sends its message once
-    if scheme["ladder"]:  # forward: the first in full, the others where they outlast the next sublayer
-        forward = all_reduce + (syncs - 1) * max(0.0, all_reduce - terms["sublayer"] / ms)
-    else:
-        forward = syncs * all_reduce
-    comm = forward + syncs * all_reduce  # + the backward mirror exchanges, each exposed
+    comm = exposed_sync_seconds(syncs, all_reduce, scheme["ladder"], terms["sublayer"] / ms)
     codec = 2 * syncs * terms["int8"] * scheme["fraction"] if scheme["quantized"] else 0.0
     if scheme["rotated"]:
         codec += scheme["lossy_directions"] * syncs * terms["hadamard"] * scheme["fraction"]

@@ -126,7 +126,7 @@ def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
     import json
     import sys
     from bench.harness import run
-    from bench.scheme_time import SCHEMES
+    from bench.scheme_time import MODELS, SCHEMES
     out = tmp_path / "scheme_time.json"
     result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
                   "bench.scheme_time", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_sizes", "2", "3",
@@ -138,3 +138,10 @@ def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
         assert (r["codec_ms"] > 0) == (r["scheme"] in ("bf16", "int8", "float8"))
         assert r["compute_ms"] + r["exposed_comm_ms"] + r["codec_ms"] == pytest.approx(r["step_ms"])
     assert all(r["ratio"] == 1.0 and r["ci"] == [1.0, 1.0] for r in rows if r["scheme"] == "24comm")
+    data = json.loads(out.read_text())  # the time model checked: the group's terms, every scheme under each model
+    assert min(data["network"].values()) > 0
+    check = {(c["batch"], c["scheme"], c["model"]): c["error"] for c in data["time_model"]}
+    assert len(check) == len(data["time_model"]) == len(MODELS) * len(rows)
+    for b, s, model in check:  # hiding ladder's backward changes ladder's prediction only, and lowers it
+        if model == "ladder backward hidden":
+            assert (check[b, s, model] < check[b, s, "frontier"]) == (s == "ladder")

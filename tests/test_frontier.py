@@ -30,6 +30,25 @@ def test_whole_syncs_project_as_step_time_does():
         assert frontier.micro_step_ms(frontier.scheme_of(BASE, syncs), gbps, ASSUMED) == pytest.approx(compute + comm)
 
 
+def test_the_time_models_step_from_measured_terms_by_hand():
+    """bench/scheme_time.py's check feeds measured terms to the frontier's model: by hand, a step is compute +
+    codec + 2 x syncs x (latency + message / bandwidth) + the replicated gradients' all-reduce; ladder
+    exposes its first all-reduce of a pass and of the others what outlasts a sublayer (a 72nd of the
+    compute forward, twice that backward)."""
+    from bench.scheme_time import predicted_seconds
+    net, latency, compute = {"bandwidth_Bps": 1e6}, 1e-4, 0.0144
+    sent = (24, 1000, 5000)  # syncs per pass, bytes of a message, replicated bytes
+    a = latency + 1000 / 1e6
+    whole = compute + 0.01 + 48 * a + latency + 5000 / 1e6
+    assert predicted_seconds(sent, compute, 0.01, False, net, latency, False) == pytest.approx(whole)
+    forward = a + 23 * max(0.0, a - compute / 72)  # 0.0011 - 0.0002 each
+    assert predicted_seconds(sent, compute, 0.01, True, net, latency, False) == pytest.approx(
+        whole - 24 * a + forward)
+    backward = a + 23 * (a - 2 * compute / 72)
+    assert predicted_seconds(sent, compute, 0.01, True, net, latency, True) == pytest.approx(
+        whole - 48 * a + forward + backward)
+
+
 def test_reliable_transport_costs_what_step_time_prices():
     args = argparse.Namespace(mfu=0.4, gpu_peak=989e12, net_latency=1e-5, rto=1e-3)
     rows = {(r["loss"], r["rate"]): r for r in reliability_tables(1e-4, 1e9, 1_000_000, args)["rows"]}
