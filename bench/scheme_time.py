@@ -25,7 +25,8 @@ one, per round: the mean ratio and its 95% interval, for the model as the fronti
 backward exposed) and with the backward hidden too, with an all-reduce's latency measured as the
 all-reduce of one float instead of the one-way ping, and with the latency and bandwidth a step really
 pays per all-reduce, fitted by least squares to the measured communication of the unquantized
-exposed schemes (in-sample for those; ladder and the codecs out of sample). Results: stdout
+exposed schemes (in-sample for those; ladder and the codecs out of sample), and with ladder's overlap
+(the share of the coverable time it really hides) fitted at the other batch size. Results: stdout
 (markdown) and --out (json).
 """
 
@@ -114,11 +115,11 @@ def network(group, repeats=40, big_mb=16):
     return dict(latency_s=latency, all_reduce_one_float_s=small, bandwidth_Bps=big.numel() * 4 / (large - latency))
 
 
-def predicted_seconds(sent, compute, codec, ladder, net, latency, backward_hidden):
+def predicted_seconds(sent, compute, codec, ladder, net, latency, backward_hidden, overlap=1.0):
     """The frontier's model of one step from measured terms (module docstring)."""
     syncs, message, replicated = sent
     all_reduce = latency + message / net["bandwidth_Bps"]
-    comm = exposed_sync_seconds(syncs, all_reduce, ladder, compute / 72, backward_hidden)
+    comm = exposed_sync_seconds(syncs, all_reduce, ladder, compute / 72, backward_hidden, overlap)
     return compute + codec + comm + latency + replicated / net["bandwidth_Bps"]
 
 
@@ -154,8 +155,18 @@ def main():
 
 MODELS = {"frontier": ("latency_s", False), "ladder backward hidden": ("latency_s", True),
           "all-reduce latency, backward hidden": ("all_reduce_one_float_s", True),
-          "in-step fit, backward hidden": ("in_step", True)}
+          "in-step fit, backward hidden": ("in_step", True), "in-step fit, overlap from the other batch": ("in_step", True)}
 FITTED = ("24comm", "12comm", "5comm", "half")  # the in-step fit's schemes: whole or partial syncs, unquantized, exposed
+
+
+def fit_overlap(rounds, b, net):
+    """The share of its coverable time ladder's overlapping really hides at batch b: the model's step with
+    none hidden (overlap 0) and all (1), against ladder's measured median step (clipped to [0, 1])."""
+    rows, computes = rounds["ladder", b], [r[0] - r[1] for r in rounds["24comm", b]]
+    terms = {**net, "bandwidth_Bps": net["in_step_bandwidth_Bps"]}
+    none, full = (statistics.median(predicted_seconds(r[3], c, r[2], True, terms, net["in_step"], True, overlap)
+                                    for r, c in zip(rows, computes)) for overlap in (0.0, 1.0))
+    return min(1.0, max(0.0, (none - statistics.median(r[0] for r in rows)) / (none - full)))
 
 
 def fit_in_step(rounds, batches):
@@ -178,6 +189,7 @@ def report(rounds, args, net):
     print("| ---: | --- | ---: | --- | ---: | ---: | ---: |")
     out, check = [], []
     net["in_step"], net["in_step_bandwidth_Bps"] = fit_in_step(rounds, args.batch_sizes)
+    net["overlap"] = {b: fit_overlap(rounds, b, net) for b in args.batch_sizes}  # used at the other batch
     for b in args.batch_sizes:
         base = [r[0] for r in rounds["24comm", b]]
         for name in SCHEMES:
@@ -190,17 +202,21 @@ def report(rounds, args, net):
             print(f"| {b} | {name} | {step:.1f} | {row['ratio']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] | "
                   f"{row['compute_ms']:.1f} | {row['exposed_comm_ms']:.1f} | {codec:.1f} |")
             computes = [r[0] - r[1] for r in rounds["24comm", b]]  # 24comm's compute in the same round
+            other = [net["overlap"][o] for o in args.batch_sizes if o != b]
             for model, (latency, backward_hidden) in MODELS.items():
                 ladder = SCHEMES[name]["block_types"] == "ladder"
                 terms = {**net, "bandwidth_Bps": net["in_step_bandwidth_Bps"]} if latency == "in_step" else net
-                errors = paired_stats([math.log(predicted_seconds(r[3], c, r[2], ladder, terms, net[latency], backward_hidden)
-                                                / r[0]) for r, c in zip(rows, computes)])
+                overlap = statistics.fmean(other) if "overlap" in model and other else 1.0
+                errors = paired_stats([math.log(predicted_seconds(r[3], c, r[2], ladder, terms, net[latency], backward_hidden,
+                                                                  overlap) / r[0]) for r, c in zip(rows, computes)])
                 check.append(dict(batch=b, scheme=name, model=model, error=math.expm1(errors["mean"]),
                                   ci=(math.expm1(errors["ci_low"]), math.expm1(errors["ci_high"]))))
     print(f"\n# the time model checked: latency {net['latency_s'] * 1e6:.0f} us (ping-pong / 2), an all-reduce of one "
           f"float {net['all_reduce_one_float_s'] * 1e6:.0f} us, bandwidth {net['bandwidth_Bps'] / 1e9:.2f} GB/s "
           f"(all-reduce of 16 MB); in a step (fitted to {', '.join(FITTED)}): {net['in_step'] * 1e6:.0f} us an "
-          f"all-reduce, {net['in_step_bandwidth_Bps'] / 1e9:.2f} GB/s; predicted / measured step - 1, mean over rounds [95% CI]")
+          f"all-reduce, {net['in_step_bandwidth_Bps'] / 1e9:.2f} GB/s; ladder's overlap "
+          f"{', '.join(f'{v:.2f} at batch {b}' for b, v in net['overlap'].items())}; predicted / measured step - 1, "
+          f"mean over rounds [95% CI]")
     print("| batch | scheme | " + " | ".join(MODELS) + " |\n| ---: | --- |" + " --- |" * len(MODELS))
     for b in args.batch_sizes:
         for name in SCHEMES:

@@ -139,9 +139,13 @@ def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
         assert r["compute_ms"] + r["exposed_comm_ms"] + r["codec_ms"] == pytest.approx(r["step_ms"])
     assert all(r["ratio"] == 1.0 and r["ci"] == [1.0, 1.0] for r in rows if r["scheme"] == "24comm")
     data = json.loads(out.read_text())  # the time model checked: the group's terms, every scheme under each model
-    assert min(data["network"].values()) > 0
+    net = data["network"]
+    assert min(net[k] for k in ("latency_s", "all_reduce_one_float_s", "bandwidth_Bps")) > 0
+    assert sorted(net["overlap"]) == ["2", "3"] and all(0 <= v <= 1 for v in net["overlap"].values())
     check = {(c["batch"], c["scheme"], c["model"]): c["error"] for c in data["time_model"]}
     assert len(check) == len(data["time_model"]) == len(MODELS) * len(rows)
     for b, s, model in check:  # hiding ladder's backward changes ladder's prediction only, and lowers it
         if model == "ladder backward hidden":
             assert (check[b, s, model] < check[b, s, "frontier"]) == (s == "ladder")
+        if model == "in-step fit, overlap from the other batch" and s != "ladder":  # overlap acts on ladder only
+            assert check[b, s, model] == check[b, s, "in-step fit, backward hidden"]

@@ -47,6 +47,9 @@ def test_the_time_models_step_from_measured_terms_by_hand():
     backward = a + 23 * (a - 2 * compute / 72)
     assert predicted_seconds(sent, compute, 0.01, True, net, latency, True) == pytest.approx(
         whole - 48 * a + forward + backward)
+    half = 2 * a + 23 * (a - 0.5 * compute / 72) + 23 * (a - 0.5 * 2 * compute / 72)  # overlap 0.5: half of it hides
+    assert predicted_seconds(sent, compute, 0.01, True, net, latency, True, overlap=0.5) == pytest.approx(
+        whole - 48 * a + half)
 
 
 def test_reliable_transport_costs_what_step_time_prices():
