@@ -22,14 +22,12 @@ def encode(x, dtype):
     is sent as 0 (`quantized` and `pack` say what the receiver gets in its place)."""
     if dtype not in per_token:
         return x.detach().to(dtype), None
-    x = x.detach()
-    finite = torch.isfinite(x)
     limit = per_token[dtype]
     work = torch.promote_types(x.dtype, torch.float32)  # a bfloat16 message's scale is still a float32's
-    absmax = torch.where(finite, x, 0).abs().amax(-1, keepdim=True).to(work).clamp(min=1e-30)
-    scale = (absmax / limit).float()  # (..., 1): what the wire carries
-    q = (torch.where(finite, x, 0).to(work) / scale.to(work)).clamp(-limit, limit)
-    return (q.round() if dtype == torch.int8 else q).to(dtype), scale
+    clean = x.detach().nan_to_num(0.0, 0.0, 0.0).to(work)  # a non-finite value sent as 0: one pass
+    scale = (clean.abs().amax(-1, keepdim=True).clamp_(min=1e-30) / limit).float()  # (..., 1): what the wire carries
+    q = clean.div_(scale.to(work)).clamp_(-limit, limit)  # in place: `clean` is this function's own copy
+    return (q.round_() if dtype == torch.int8 else q).to(dtype), scale
 
 
 def decode(payload, scale, out_dtype):
