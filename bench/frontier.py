@@ -18,7 +18,7 @@ or its loss rate). A micro-step is
 with each sync's forward all-reduce and backward mirror exchange; `sync_fraction` sends that share of
 the channels; `int8`/`float8` one byte an element plus a float32 scale per token (`bfloat16` saves
 nothing: the messages are bf16 already); `ladder` exposes its first forward all-reduce and of the others
-only what outlasts a sublayer's forward; the Hadamard rotation is paid on each lossy direction;
+only what outlasts a sublayer's forward (--ladder_overlap below 1: only that share of what it covers hides); the Hadamard rotation is paid on each lossy direction;
 `transport='reliable'` waits E[rounds - 1] x (RTO + latency) for resends plus the resent bytes
 (bench/step_time.py part 4). Compute, a sublayer's forward and the codecs are MEASURED on a GPU
 (--gpu, bench/gpu_compute.py: an H100 by default); --gpu '' uses step_time's ASSUMED 40% MFU and free codecs.
@@ -103,7 +103,7 @@ def micro_step_ms(scheme, gbps, terms, latency=1e-5, rto=1e-3):
     bandwidth = gbps * 1e9 / 8
     syncs, ms = scheme["syncs"], 1e3
     all_reduce = latency + scheme["message"] / bandwidth  # seconds; TP=2: each rank sends its message once
-    comm = exposed_sync_seconds(syncs, all_reduce, scheme["ladder"], terms["sublayer"] / ms)
+    comm = exposed_sync_seconds(syncs, all_reduce, scheme["ladder"], terms["sublayer"] / ms, overlap=terms.get("overlap", 1.0))
     codec = 2 * syncs * terms["int8"] * scheme["fraction"] if scheme["quantized"] else 0.0
     if scheme["rotated"]:
         codec += scheme["lossy_directions"] * syncs * terms["hadamard"] * scheme["fraction"]
@@ -231,13 +231,14 @@ def interval(stats, spec="+.4f"):
 
 
 def report(networks, args, terms):
+    overlap = "" if terms.get("overlap", 1.0) == 1 else f", ladder hiding {terms['overlap']:.0%} of what a sublayer covers"
     lines = [f"# The frontier: cost vs projected time to target ({args.target:.0%} above 24comm's final val loss)", "",
              f"Runs: {', '.join(args.sweep_dirs)}{' (seeds ' + args.seeds + ')' if args.seeds else ''}. Cost: final val "
              f"loss minus lossless 24comm's, same seed, {CONFIDENCE:.0%} t interval (MEASURED). Minutes: iterations to "
              f"target (MEASURED) x a projected GPT-2 124M TP=2 iteration ({MICRO_STEPS} micro-steps); compute "
              f"{terms['compute']:.2f} ms, sublayer forward {terms['sublayer']:.3f} ms, int8 {terms['int8']:.3f} ms and "
              f"Hadamard {terms['hadamard']:.3f} ms per whole message: {terms['source']}; all-reduce latency "
-             f"{args.net_latency * 1e6:g} us, RTO {args.rto * 1e3:g} ms ASSUMED. P: on the Pareto set of its network. "
+             f"{args.net_latency * 1e6:g} us, RTO {args.rto * 1e3:g} ms ASSUMED{overlap}. P: on the Pareto set of its network. "
              "Settings are pooled by what they train (bench/summary.py's fingerprint): one setting run by several "
              "studies under other names counts every seed of each.", ""]
     best, unmet = [], []
@@ -308,13 +309,18 @@ def main():
     parser.add_argument("--target", type=float, default=0.02, help="target: 24comm's final val loss x (1 + this)")
     parser.add_argument("--gpu", default=DEFAULT_GPU, help="bench/gpu_compute.py's json; '' for step_time's assumptions")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds (assumed)")
+    parser.add_argument("--ladder_overlap", type=float, default=1.0, help="share of the all-reduce time a sublayer could "
+                        "cover that ladder really hides (1: ASSUMED, a GPU's own communication engine; bench/scheme_time.py "
+                        "measures it on a process group)")
     parser.add_argument("--rto", type=float, default=1e-3, help="retransmission timeout per resend round, seconds (assumed)")
     parser.add_argument("--out", default="", help="folder for frontier.md, frontier.json, frontier.png (default: print only)")
     args = parser.parse_args()
     if not 0 < args.target < 1:
         sys.exit(f"error: --target={args.target} must be in (0, 1): a fraction above 24comm's final val loss")
+    if not 0 <= args.ladder_overlap <= 1:
+        sys.exit(f"error: --ladder_overlap={args.ladder_overlap} must be in [0, 1]: a share of the coverable time")
     try:
-        terms = compute_terms(args.gpu)
+        terms = {**compute_terms(args.gpu), "overlap": args.ladder_overlap}
         rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
         settings, networks = frontier(rows, curves, args.target, terms, args.net_latency, args.rto)
     except SummaryError as e:

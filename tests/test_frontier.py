@@ -238,3 +238,14 @@ def test_time_to_target_takes_the_measured_compute_when_given():
     assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (terms["compute"] + comm) / 6e4)
     args.gpu = ""
     assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (compute + comm) / 6e4)
+
+
+def test_ladder_overlap_scales_what_ladder_hides():
+    """--ladder_overlap (bench/scheme_time.py measures it): 1 is the planned projection, 0 exposes every
+    all-reduce (ladder then costs what 24comm does: same syncs, same bytes), and between the two ladder's
+    micro-step is linear in it."""
+    ladder, whole = scheme(block_types="ladder"), scheme()
+    at = {o: frontier.micro_step_ms(ladder, 400, {**ASSUMED, "overlap": o}) for o in (0.0, 0.5, 1.0)}
+    assert at[1.0] == pytest.approx(frontier.micro_step_ms(ladder, 400, ASSUMED))
+    assert at[0.0] == pytest.approx(frontier.micro_step_ms(whole, 400, ASSUMED))
+    assert at[0.5] == pytest.approx((at[0.0] + at[1.0]) / 2) and at[1.0] < at[0.0]
