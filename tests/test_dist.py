@@ -55,7 +55,8 @@ SCHEMES = [("ladder", [], "lossless", 5e-5), ("ladder,parallel", ["--sync_fracti
            ("ladder,parallel", ["--sync_fraction=0.5", "--sync_dtype=int8"], "bernoulli", 1e-3),
            ("ladder", ["--sync_dtype=bfloat16"], "gilbert_elliott", 5e-5), ("spd", ["--sync_fraction=0.25"], "lossless", 5e-5),
            ("tp", ["--sync_dtype=float8_e4m3fn"], "bernoulli", 1e-3),
-           ("tp,spd", ["--sync_dtype=int8", "--sync_rotation=hadamard"], "bernoulli", 1e-3)]  # rotated, then quantized
+           ("tp,spd", ["--sync_dtype=int8", "--sync_rotation=hadamard"], "bernoulli", 1e-3),  # rotated, then quantized
+           ("parallel,tp", ["--sync_dtype=bfloat16", "--sync_rotation=hadamard"], "gilbert_elliott", 5e-5)]  # rotated, then cast
 
 
 @pytest.mark.parametrize("pattern, sync, link, tol", [pytest.param(*case, marks=() if n < 3 else pytest.mark.slow)
