@@ -153,6 +153,30 @@ def test_device_width_tunes_then_runs_whole_seeds_only(tmp_path, monkeypatch):
     assert planned[0]["common"]["learning_rate"] == pytest.approx(1e-2)
 
 
+def test_a_cpu_bound_width_runs_on_a_gpu_in_full_float32_only(tmp_path, monkeypatch, capsys):
+    """plan.md's second amendment: device_width runs n_embd 128's study as sweep_w128.py plans it, in float32
+    with TF32 off, at the learning rate the CPU tuning chose; 256's tuning sweep is float32 with TF32 off
+    too; a width the plan keeps on the CPU (64) is refused in one line."""
+    from bench import sweep as sweeps
+    from bench.studies.scale import device_width, widths
+    from conftest import ROOT
+    monkeypatch.chdir(ROOT)
+    planned = []
+    monkeypatch.setattr(device_width, "run_sweep", lambda sweep, *a: planned.append(sweep) or True)
+    argv = ["device_width", "--commit", "abc", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]
+    monkeypatch.setattr(sys, "argv", argv + ["--study", "128", "--max_seeds", "2"])
+    device_width.main()
+    expected = sweeps.load_sweep("bench/studies/scale/sweep_w128.py")
+    assert {k: planned[0][k] for k in expected} == {**expected, "seeds": [300, 301]}
+    common = planned[0]["common"]
+    assert (common["dtype"], common["tf32"], common["learning_rate"]) == ("float32", False, widths.CHOSEN[128])
+    tuning = sweeps.load_sweep("bench/studies/scale/tuning/sweep_w256.py")["common"]
+    assert (tuning["dtype"], tuning["tf32"]) == ("float32", False)
+    monkeypatch.setattr(sys, "argv", argv + ["--study", "64"])
+    with pytest.raises(SystemExit, match=r"n_embd 64 is not one of the widths a GPU may run: \(512, 768\) in bfloat16"):
+        device_width.main()
+
+
 @pytest.mark.slow
 def test_device_width_runs_a_whole_seed_for_real_at_a_tiny_size(char_data, tmp_path):
     """The same call on the CPU at a tiny size with the real sweeps and train.py: one seed's eight runs finish,

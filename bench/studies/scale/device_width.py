@@ -7,6 +7,7 @@ said so. Into --out ($OUT on the device): learning_rates.json, tuning_w<W>.tgz a
 runs' logs, no checkpoints), host.txt (the caller's commit, the device, the timings, the seeds kept).
 
     python -m bench.studies.scale.device_width --tune 512 768 --study 512 --limit 540 --commit $(git rev-parse HEAD)
+    python -m bench.studies.scale.device_width --study 128 --limit 540 --commit ...   # float32, TF32 off (widths.py)
 
 --set key=value (every run) and --learning_rates (another file) exist for the CPU test at a tiny size.
 """
@@ -170,8 +171,9 @@ def main():
         sys.exit(f"error: --set takes key=value items, got {[i for i in args.set if '=' not in i][0]!r}")
     args.set = dict(item.split("=", 1) for item in args.set)
     for width in args.tune + [args.study] * bool(args.study):
-        if width not in widths.GPU_WIDTHS:
-            sys.exit(f"error: n_embd {width} is not one of the GPU widths {widths.GPU_WIDTHS} (widths.py)")
+        if width not in widths.GPU_WIDTHS + widths.GPU_FLOAT32:
+            sys.exit(f"error: n_embd {width} is not one of the widths a GPU may run: {widths.GPU_WIDTHS} in bfloat16, "
+                     f"{widths.GPU_FLOAT32} in float32 (widths.py, plan.md's amendments)")
     os.makedirs(args.out, exist_ok=True)
     runs = args.runs or tempfile.mkdtemp(prefix="device_width_")
     with open(args.learning_rates) as f:

@@ -16,6 +16,7 @@ def learning_rate(width):
 
 
 GPU_WIDTHS = (512, 768)  # run on a lent GPU by device_width.py, in bfloat16 autocast (plan.md's amendment)
+GPU_FLOAT32 = (128, 256)  # may run whole on a lent GPU too, in float32 with TF32 off (plan.md's second amendment)
 SEEDS = range(300, 312)  # the study's seeds at every width (plan.md); sweep_w<W>.py plans them
 
 # the study's settings in the plan's rank order: the reference, the primary family's costs, the rest
@@ -39,4 +40,6 @@ def sweep(width, lr=None):
               "n_embd": width, "n_head": width // 16, "learning_rate": lr, "min_lr": lr / 10}
     if width in GPU_WIDTHS:
         common.update(dtype="bfloat16", tf32=False)  # the GPU widths' numerics class (plan.md's amendment)
+    if width in GPU_FLOAT32:
+        common.update(tf32=False)  # on a GPU full float32 (plan.md's second amendment); a CPU has no TF32
     return {f"w{width}_{name}": keys for name, keys in RANKED.items()}, common

@@ -7,4 +7,6 @@ name = "scale_tuning_w256"
 configs = ["config/train_shakespeare_char_24comm.py"]
 seeds = [200, 201]
 settings = {f"w256_lr{lr:g}": {"learning_rate": lr, "min_lr": lr / 10} for lr in (2.5e-3, 5e-3, 1e-2, 2e-2)}
-common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32", "n_embd": 256, "n_head": 16}
+# tf32=False: on a lent GPU (device_width.py --tune 256, plan.md's second amendment) full float32; a CPU has no TF32
+common = {"compile": False, "eval_interval": 75, "eval_iters": 40, "dtype": "float32", "tf32": False, "n_embd": 256,
+          "n_head": 16}
