@@ -299,8 +299,8 @@ class SimComm(TPComm):
     def cross(self, x, direction, point, later=False):
         """x (R, ...): every rank's message -> what each rank receives; (1, ...) while all agree.
         A (1, ...) x is already the sum (a summed GEMM's output, or a gradient shared by broadcasting)."""
-        R = self.local_ranks
-        sent = quantized(x, self.sync_dtype)
+        R, encoded = self.local_ranks, self.link.loses(direction) and self.link.encodes(self.sync_dtype)
+        sent = x if encoded else quantized(x, self.sync_dtype)  # encoded: the link's codec, per packet (links.py)
         if self.link.loses(direction):  # rank j sends x_j to every r over link j -> r
             x, sent = (t.expand(R, *t.shape[1:]) for t in (x, sent))
             return exchange(x, sent, self.link, direction, point, self.wire_element_size(x), self.sync_dtype)
