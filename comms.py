@@ -22,16 +22,13 @@ and its backward is the mirror exchange: the gradient of d_j is rank j's own
 output gradient plus every other rank's, each through the backward link r->j.
 """
 
-import contextlib
-import time
-
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from counting import SyncCounter
+from comm_contexts import PassContexts
 from links import BWD, FWD, LosslessLink, exchange
-from masks import AllArrive, Recorded, Replayed
 from quantize import SYNC_DTYPES, decode, from_bytes, quantized, to_bytes, wire_bytes, wire_encode
 
 
@@ -108,7 +105,7 @@ class _MeanOverRanks(torch.autograd.Function):
         return grad / ctx.tp_size, None
 
 
-class TPComm:
+class TPComm(PassContexts):
     """What both modes share: tp_size, the link, the sync counter, the route of a sync. A subclass
     (SimComm, DistComm) says how a message crosses (`cross`; `_sum_traced` under torch.compile)."""
 
@@ -208,43 +205,6 @@ class TPComm:
             n_packets = link.layout(x[0].shape, self.sync_dtype or x.dtype, direction)[0]
             link.deliver(point, direction, n_packets, self.ranks, self.tp_size, x.device)
 
-    @contextlib.contextmanager
-    def evaluating(self, lossy=False):
-        """Evaluate through a lossless network, or (lossy) the link's own eval streams, fresh at every eval."""
-        training_link = self.link
-        self.link = training_link.for_eval() if lossy else LosslessLink()
-        try:
-            yield
-        finally:
-            self.link = training_link
-
-    @contextlib.contextmanager
-    def dry_run(self):
-        """A pass that only finds shapes (pipeline stages, before the first step): nothing counted or drawn."""
-        self.dry = True
-        try:
-            with self.link.masks_from(AllArrive()):
-                yield
-        finally:
-            self.dry = False
-
-    def checkpoint_contexts(self):
-        """torch.utils.checkpoint's context_fn, once per checkpointed block: (around its forward,
-        around its recompute). The recompute computes the same function: its syncs are not
-        counted again, and a lossy link hands back the packet masks this block's forward drew
-        (kept on the block's own tape, freed with its graph) instead of drawing new ones."""
-        tape = {}
-        return self._taped(lambda: Recorded(self.link.source, tape)), self._taped(lambda: Replayed(tape), True)
-
-    @contextlib.contextmanager
-    def _taped(self, source, replay=False):
-        self.replaying = replay
-        try:
-            with self.link.masks_from(source()):
-                yield
-        finally:
-            self.replaying = False
-
     def grad_norm(self, params, stages=None, skip=None):
         """The whole model's gradient norm: every shard of every TP rank once (`_grad_norm`); stages: a
         pipeline's group, whose squares are summed (`skip`: the tied weight another stage counts)."""
@@ -264,17 +224,6 @@ class TPComm:
         ranks; the statistics go to the process of TP rank 0, so that sums over processes stay right."""
         return {"streams": {k: v for k, v in group_state["streams"].items() if k[1] in self.ranks},
                 **{key: group_state[key] if 0 in self.ranks else {} for key in ("sent", "lost", "bursts")}}
-
-    @contextlib.contextmanager
-    def timed(self):
-        """bench/: the wall time inside (a collective, or the wait for one) added to counter.comm_seconds."""
-        start = time.perf_counter()
-        yield
-        if self.timing:
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            self.counter.comm_seconds += time.perf_counter() - start
-
 
 class SimComm(TPComm):
     """One process simulates all tp_size ranks: every sharded tensor has a leading rank axis."""
