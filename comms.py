@@ -28,6 +28,7 @@ import torch.distributed._functional_collectives as funcol
 
 from counting import SyncCounter
 from comm_contexts import PassContexts
+from comm_params import DistParams, SharedParams, SimParams
 from links import BWD, FWD, LosslessLink, exchange
 from quantize import SYNC_DTYPES, decode, from_bytes, quantized, to_bytes, wire_bytes, wire_encode
 
@@ -76,6 +77,43 @@ class _Land(torch.autograd.Function):
         return grad, summed, None, None  # summed: _Sync's backward reads it only after the wait
 
 
+class _ReduceScatter(torch.autograd.Function):
+    """Sequence parallelism's first half (DESIGN section 10): every rank's partials d (R, B, L, C) -> for each
+    rank r held here, the sum over ranks of their rank-r tokens (R, B, L/T, C), rank j's through link j -> r.
+    Its backward is the mirror: an all-gather of those sums' gradients (comm.gather, a lost packet: zeros)."""
+
+    @staticmethod
+    def forward(ctx, d, comm, point):
+        ctx.comm, ctx.point, ctx.d_shape = comm, point, d.shape
+        comm.count(point, FWD, d)  # one sync, its bytes those of the whole message (as an all-reduce's)
+        return comm.scatter(d, FWD, point)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_d = ctx.comm.gather(grad, BWD, ctx.point)[0]
+        ctx.comm.count(ctx.point, BWD, grad_d)
+        return grad_d.expand(ctx.d_shape), None, None
+
+
+class _AllGather(torch.autograd.Function):
+    """Sequence parallelism's second half: each rank's synced shard (R, B, L/T, C) -> each rank's whole
+    sequence (R, B, L, C), rank j's tokens through link j -> r; an element of a lost packet keeps `kept`, the
+    receiver's own state from before the sync (b_r + d_r; None when the link loses nothing). Its backward is
+    the mirror, a reduce-scatter of the gradients (comm.scatter); a kept element's gradient goes to `kept`
+    (a rank's own state never crosses a link)."""
+
+    @staticmethod
+    def forward(ctx, shard, kept, comm, point):
+        ctx.comm, ctx.point = comm, point
+        out, ctx.lost = comm.gather(shard, FWD, point, kept)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_kept = None if ctx.lost is None else torch.where(ctx.lost, grad, 0)
+        return ctx.comm.scatter(grad, BWD, ctx.point), grad_kept, None, None
+
+
 class _AllReduceSum(torch.autograd.Function):
     """A lossless `dist` sync under torch.compile: a functional all-reduce, which the compiler
     traces (no Python side effects); its backward all-reduces the gradient (the mirror exchange)."""
@@ -90,27 +128,14 @@ class _AllReduceSum(torch.autograd.Function):
         return funcol.all_reduce(grad.contiguous(), "sum", ctx.group), None
 
 
-class _MeanOverRanks(torch.autograd.Function):
-    """`dist` mode loss: the value is the mean over TP ranks; each rank's own term gets 1/T."""
 
-    @staticmethod
-    def forward(ctx, loss, comm):
-        ctx.tp_size = comm.tp_size
-        total = loss.detach().clone()
-        dist.all_reduce(total, group=comm.group)
-        return total / comm.tp_size
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad / ctx.tp_size, None
-
-
-class TPComm(PassContexts):
+class TPComm(PassContexts, SharedParams):
     """What both modes share: tp_size, the link, the sync counter, the route of a sync. A subclass
     (SimComm, DistComm) says how a message crosses (`cross`; `_sum_traced` under torch.compile)."""
 
-    def __init__(self, tp_size=1, link=None, sync_fraction=1.0, sync_dtype=""):
+    def __init__(self, tp_size=1, link=None, sync_fraction=1.0, sync_dtype="", sequence_parallel=False):
         self.tp_size = tp_size
+        self.sequence_parallel = sequence_parallel and tp_size > 1  # a sync: reduce-scatter + all-gather
         self.link = link if link is not None else LosslessLink()
         self.sync_fraction = sync_fraction  # the share of d's channels a sync sends (DESIGN section 8)
         self.sync_dtype = SYNC_DTYPES[sync_dtype]  # what a sync sends is quantized to (None: as it is)
@@ -124,7 +149,49 @@ class TPComm(PassContexts):
 
     def sync(self, b, d, point):
         """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
+        if self.sequence_parallel:
+            return self._sequence_sync(b, d, point)
         return b + self.send(d, point)
+
+    @getattr(torch, "_disable_dynamo", torch.compiler.disable)  # eager, as a lossy sync (see _eager_send)
+    def _sequence_sync(self, b, d, point):
+        """A sync under sequence parallelism (DESIGN section 10): every rank's partials reduce-scattered into
+        the shard of b of each rank's own L/T tokens, then the shards all-gathered: each rank's whole-sequence
+        state (Rb, B, L, C). Lossless, the same sum as an all-reduce; a lost all-gather element keeps b_r + d_r."""
+        if b.shape[2] % self.tp_size:
+            raise ValueError(f"sequence_parallel: a sequence of {b.shape[2]} tokens does not split into "
+                             f"tp_size={self.tp_size} shards of equal length")
+        kept = b + d if self.link.loses(FWD) else None  # each rank's state before the sync
+        shard = self.tokens_of(b) + _ReduceScatter.apply(d, self, point)  # (R, B, L/T, C)
+        return _AllGather.apply(shard, kept, self, point)
+
+    def tokens_of(self, x, rank=None):
+        """x (Rx, B, L, C) -> (R, B, L/T, C): each rank held here, its own tokens of its row of x (Rx == 1:
+        every rank's row); rank: x (B, L, C), that rank's tokens (B, L/T, C)."""
+        n = x.shape[-2] // self.tp_size
+        if rank is not None:
+            return x[:, rank * n:(rank + 1) * n]
+        return torch.stack([x[min(i, x.shape[0] - 1), :, r * n:(r + 1) * n] for i, r in enumerate(self.ranks)])
+
+    def _reduced(self, messages, r, direction, point):
+        """Rank r's reduce-scatter: messages[j] (B, L/T, C) rank j's partials of r's tokens -> their sum as r
+        receives it, every other rank's through link j -> r (section 9's options: links.LossyLink.receive)."""
+        own = messages[r].reshape(-1).clone()
+        return self.link.receive(own, [m.reshape(-1) for m in messages], r, direction, point).view_as(messages[r])
+
+    def _gathered(self, shards, r, kept, direction, point):
+        """Rank r's all-gather: shards[j] (B, L/T, C) rank j's synced tokens -> (B, L, C) as r receives them, and
+        which elements were lost (they keep `kept`, r's (B, L, C), or zeros). The packets' statistics are the
+        all-gather's own: point + '/gather'."""
+        parts, lost = [], []
+        for j, part in enumerate(shards):
+            n_packets, per_packet = self.link.packets(part.numel(), part.element_size())
+            arrived = (torch.ones(n_packets, dtype=torch.bool, device=part.device) if j == r else
+                       self.link.arrived(j, r, direction, f"{point}/gather", n_packets, part.device))
+            arrived = arrived.repeat_interleave(per_packet)[:part.numel()].view_as(part)
+            parts.append(torch.where(arrived, part, 0 if kept is None else self.tokens_of(kept, j)))
+            lost.append(~arrived)
+        return torch.cat(parts, dim=1), torch.cat(lost, dim=1)
 
     def send(self, d, point, later=False):
         """The route of every sync: what each rank held here receives of every rank's partials d (its own
@@ -200,32 +267,17 @@ class TPComm(PassContexts):
             return
         self.counter.add(point, self.message_bytes(x, direction), int(direction == FWD), int(direction == BWD))
         link = self.link
-        if link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
+        if link.lossy and not link.loses(direction) and self.sequence_parallel:  # both halves' packets, each
+            n_packets = link.packets(x[0].numel() // self.tp_size, x.element_size())[0]  # link a 1/T of the message
+            for phase in (point, f"{point}/gather"):
+                link.count_sent(phase, direction, n_packets * len(self.ranks) * (self.tp_size - 1))
+        elif link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
             # count its packets on the links j -> r into the ranks this process holds, and draw any resends
             n_packets = link.layout(x[0].shape, self.sync_dtype or x.dtype, direction)[0]
             link.deliver(point, direction, n_packets, self.ranks, self.tp_size, x.device)
 
-    def grad_norm(self, params, stages=None, skip=None):
-        """The whole model's gradient norm: every shard of every TP rank once (`_grad_norm`); stages: a
-        pipeline's group, whose squares are summed (`skip`: the tied weight another stage counts)."""
-        params = [p for p in params if p.grad is not None and p is not skip]
-        if stages is None:
-            return self._grad_norm(params)
-        squares = self.grad_squares(params).reshape(1).double()
-        dist.all_reduce(squares, group=stages)
-        return squares.sqrt().float()[0]
 
-    def own_shard(self, stacked):
-        """All ranks' shards stacked (T, ...) -> the ones this process holds (all in `sim`, its own in `dist`)."""
-        return stacked[self.ranks[0]:self.ranks[-1] + 1]
-
-    def own_link_state(self, group_state):
-        """The TP group's link state (LossyLink.state_dict) this process draws from: the streams into its
-        ranks; the statistics go to the process of TP rank 0, so that sums over processes stay right."""
-        return {"streams": {k: v for k, v in group_state["streams"].items() if k[1] in self.ranks},
-                **{key: group_state[key] if 0 in self.ranks else {} for key in ("sent", "lost", "bursts")}}
-
-class SimComm(TPComm):
+class SimComm(TPComm, SimParams):
     """One process simulates all tp_size ranks: every sharded tensor has a leading rank axis."""
     moves_bytes = False  # no collective: nothing is handed to one
 
@@ -233,8 +285,8 @@ class SimComm(TPComm):
     def processes_per_tp_group(tp_size):
         return 1
 
-    def __init__(self, tp_size=1, link=None, group=None, rank=0, sync_fraction=1.0, sync_dtype=""):
-        super().__init__(tp_size, link, sync_fraction, sync_dtype)
+    def __init__(self, tp_size=1, link=None, group=None, rank=0, **sync):
+        super().__init__(tp_size, link, **sync)
         self.ranks = list(range(tp_size))  # the TP ranks whose shards this process holds
         self.local_ranks = tp_size
 
@@ -266,27 +318,27 @@ class SimComm(TPComm):
     def _sum_traced(self, x):
         return x if x.shape[0] == 1 else x.sum(0, keepdim=True)
 
-    def loss_mean(self, loss):
-        """The training objective from each rank's own loss: the mean over TP ranks (the
-        model already averaged it over the rank axis)."""
-        return loss
+    def scatter(self, x, direction, point):
+        """Reduce-scatter (sequence parallelism): x (Rx, B, L, C) every rank's message ((1, ...): already the
+        sum) -> (R, B, L/T, C), each rank's own tokens of the sum as it receives it."""
+        if not self.link.loses(direction):
+            return self.tokens_of(self._sum_traced(x))
+        x = x.expand(self.local_ranks, *x.shape[1:])
+        return torch.stack([self._reduced([self.tokens_of(x[j], r) for j in self.ranks], r, direction, point)
+                            for r in self.ranks])
 
-    def reduce_replicated_grads(self, params):
-        """Autograd already summed every rank's gradient into the one copy of a replicated parameter."""
-
-    def _grad_norm(self, params):
-        return torch.nn.utils.get_total_norm([p.grad for p in params])  # every shard is here
-
-    def grad_squares(self, params):
-        """The squared norm of params' gradients over the TP group (pipeline.py sums it over stages)."""
-        return sum(p.grad.float().square().sum() for p in params if p.grad is not None)
-
-    def gather_shards(self, tensors, everyone=False):
-        """Sharded tensors (R, ...) of this process -> all tp_size ranks' shards stacked: already so."""
-        return tensors
+    def gather(self, shard, direction, point, kept=None):
+        """All-gather (sequence parallelism): shard (R, B, L/T, C), rank r's own tokens -> (whole sequence as
+        each rank receives it (R, B, L, C), (1, ...) while all agree; lost elements (R, B, L, C) or None)."""
+        if not self.link.loses(direction):
+            whole = shard.transpose(0, 1).reshape(1, shard.shape[1], -1, shard.shape[-1])  # rank-major tokens
+            return whole.expand(self.local_ranks, *whole.shape[1:]) if self.link.loses(BWD) else whole, None
+        received = [self._gathered(list(shard.unbind(0)), r, None if kept is None else kept[min(r, kept.shape[0] - 1)],
+                                   direction, point) for r in self.ranks]
+        return tuple(torch.stack(parts) for parts in zip(*received))
 
 
-class DistComm(TPComm):
+class DistComm(TPComm, DistParams):
     """This process is TP rank `rank` of the process group `group` (tp_size processes)."""
 
     @staticmethod
@@ -296,8 +348,8 @@ class DistComm(TPComm):
     sums_in_gemm = False  # a process holds one rank: the sum over ranks is the all-reduce
     moves_bytes = True  # counter.moved_bytes: what its collectives are handed
 
-    def __init__(self, tp_size=1, link=None, group=None, rank=0, sync_fraction=1.0, sync_dtype=""):
-        super().__init__(tp_size, link, sync_fraction, sync_dtype)
+    def __init__(self, tp_size=1, link=None, group=None, rank=0, **sync):
+        super().__init__(tp_size, link, **sync)
         self.group, self.rank = group, rank
         self.ranks = [rank]
         self.local_ranks = 1
@@ -342,57 +394,41 @@ class DistComm(TPComm):
                     out = torch.stack(parts).sum(0) + (x - parts[self.rank])
         return out
 
-    def loss_mean(self, loss):
-        """The training objective from each rank's own loss: the mean over TP ranks."""
-        return _MeanOverRanks.apply(loss, self) if self.tp_size > 1 else loss
-
-    def reduce_replicated_grads(self, params):
-        """Once per step: replicated parameters get the sum of every TP rank's gradient."""
-        if self.tp_size == 1:
-            return
-        grads = [p.grad for p in params if not getattr(p, "tp_sharded", False) and p.grad is not None]
+    def scatter(self, x, direction, point):
+        """Reduce-scatter (sequence parallelism): this rank's message x (1, B, L, C) -> (1, B, L/T, C) its own
+        tokens of the sum: reduce_scatter_tensor, or over a lossy link all_to_all and a sum at the receiver."""
         with self.timed():
-            flat = torch.cat([g.reshape(-1) for g in grads])
-            dist.all_reduce(flat, group=self.group)  # one message for all of them
-            for g, summed in zip(grads, flat.split([g.numel() for g in grads])):
-                g.copy_(summed.view_as(g))
-        self.counter.replicated_bytes += flat.numel() * flat.element_size()
+            B, L, C = x.shape[1:]
+            chunks = x[0].reshape(B, self.tp_size, L // self.tp_size, C).transpose(0, 1).contiguous()  # (T, B, L/T, C)
+            self.counter.moved_bytes += chunks.numel() * chunks.element_size()
+            if not self.link.loses(direction):
+                out = torch.empty_like(chunks[0])
+                dist.reduce_scatter_tensor(out, chunks.flatten(0, 1), group=self.group)  # gloo: (T*B, ...)
+                return out.unsqueeze(0)
+            parts = list(torch.empty_like(chunks).unbind(0))  # parts[j]: rank j's partials of this rank's tokens
+            dist.all_to_all(parts, list(chunks.unbind(0)), group=self.group)
+            return self._reduced(parts, self.rank, direction, point).unsqueeze(0)
 
-    def _grad_norm(self, params):
-        if self.tp_size == 1:
-            return torch.nn.utils.get_total_norm([p.grad for p in params])
-        return self.grad_squares(params).sqrt()
-
-    def grad_squares(self, params):
-        """The squared norm of params' gradients over the TP group, every shard counted once."""
-        params = [p for p in params if p.grad is not None]
-        zero = params[0].grad.new_zeros((), dtype=torch.float32)  # a stage may hold no sharded weight
-        squares = torch.stack([torch.stack([zero] + [p.grad.float().square().sum() for p in params
-                                                     if getattr(p, "tp_sharded", False) == kind]).sum()
-                               for kind in (True, False)])
-        if self.tp_size > 1:  # replicated gradients are already equal on every rank
-            dist.all_reduce(squares[0:1], group=self.group)
-        return squares.sum()
-
-    def gather_shards(self, tensors, everyone=False):
-        """This rank's shards (1, ...) -> every rank's stacked (T, ...) on TP rank 0 (everyone: on
-        every rank), None on the others: one all-gather over the TP group (every rank calls it)."""
-        if self.tp_size == 1 or not tensors:
-            return tensors
-        flat = torch.cat([t.reshape(-1).float() for t in tensors])  # one message for all of them
-        parts = [torch.empty_like(flat) for _ in range(self.tp_size)]
-        dist.all_gather(parts, flat, group=self.group)
-        if self.rank != 0 and not everyone:
-            return None
-        per_rank = [part.split([t.numel() for t in tensors]) for part in parts]
-        return [torch.cat([chunks[k].view_as(t) for chunks in per_rank]).to(t.dtype) for k, t in enumerate(tensors)]
+    def gather(self, shard, direction, point, kept=None):
+        """All-gather (sequence parallelism): shard (1, B, L/T, C) this rank's tokens -> (the whole sequence as
+        it receives it (1, B, L, C), its lost elements or None): all_gather_into_tensor, masked if lossy."""
+        with self.timed():
+            shard = shard[0].contiguous()
+            self.counter.moved_bytes += shard.numel() * shard.element_size()
+            parts = shard.new_empty(self.tp_size, *shard.shape)  # (T, B, L/T, C)
+            dist.all_gather_into_tensor(parts.flatten(0, 1), shard, group=self.group)
+            if not self.link.loses(direction):
+                return parts.transpose(0, 1).reshape(1, shard.shape[0], -1, shard.shape[-1]), None
+            out, lost = self._gathered(list(parts.unbind(0)), self.rank, None if kept is None else kept[0], direction, point)
+            return out.unsqueeze(0), lost.unsqueeze(0)
 
 
 MODES = {"sim": SimComm, "dist": DistComm}
 
 
 def comm_for(tp_mode, tp_size=1, link=None, group=None, rank=0, **sync):
-    """The execution mode's object; ValueError names an unknown tp_mode. sync: sync_fraction, sync_dtype."""
+    """The execution mode's object; ValueError names an unknown tp_mode. sync: sync_fraction, sync_dtype,
+    sequence_parallel."""
     if tp_mode not in MODES:
         raise ValueError(f"tp_mode={tp_mode!r}: allowed are 'sim' (one process simulates the TP ranks) "
                          f"and 'dist' (one process per TP rank, under torchrun)")

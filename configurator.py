@@ -195,9 +195,36 @@ def check_train_config(config):
     if config.get("optimizer") == "muon" and config.get("zero_stage"):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")
+    if config.get("sequence_parallel"):
+        check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:
         raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
                           f"crosses a link")
+
+
+# what sequence parallelism is not built with yet, and why (DESIGN section 10 defines it for the rest)
+SP_NOT_BUILT = {"sync_dtype": ("", "a quantized reduce-scatter is not built"),
+                "sync_fraction": (1.0, "a partial sync's private channels are not split along the sequence"),
+                "transport": ("unreliable", "a reliable link's resends are not drawn per half of a sync"),
+                "pp_size": (1, "pipeline stages' planned masks do not know the all-gather half"),
+                "tp_backend": ("native", "megatron-core's own SP layers are not routed through comms.py yet")}
+
+
+def check_sequence_parallel(config):
+    """sequence_parallel=True: what it needs, and the keys it is not built with, each in one line."""
+    if config.get("tp_size", 1) < 2:
+        raise ConfigError(f"sequence_parallel=True needs tp_size > 1 (tp_size={config.get('tp_size')}): "
+                          f"with one rank there is no sequence to split")
+    if config["block_size"] % config["tp_size"]:
+        raise ConfigError(f"sequence_parallel=True: block_size={config['block_size']} must be divisible by "
+                          f"tp_size={config['tp_size']} (each rank holds block_size/tp_size tokens)")
+    if "ladder" in f"{config.get('block_types', '')},{config.get('block_schedule', '')}":
+        raise ConfigError("sequence_parallel=True with ladder blocks: a sublayer would need the all-gather of a "
+                          "state whose reduce-scatter lands just before it, so that gather could not be hidden")
+    for key, (allowed, why) in SP_NOT_BUILT.items():
+        if key in config and config[key] != allowed:
+            raise ConfigError(f"sequence_parallel=True with {key}={config[key]!r}: not built ({why}); "
+                              f"use {key}={allowed!r}")
 
 
 def train_defaults(train_py=None):

@@ -362,9 +362,9 @@ class LossyLink:
 
 
 def _model_order(point):
-    """Sort key of a sync point name in forward order: h0.attn, h0.mlp, h1.attn, ..., exit."""
+    """Sort key of a sync point in forward order, alike in every process: h0.attn, h0.attn/gather (SP), h0.mlp, ..., exit."""
     layer, _, sublayer = point.partition(".")
-    return (int(layer[1:]), sublayer != "attn") if layer[1:].isdigit() else (math.inf, point)
+    return (int(layer[1:]), ["in", "attn", "mlp"].index(sublayer.split("/")[0]), point) if layer[1:].isdigit() else (math.inf, 0, point)
 
 
 def _collective_device():

@@ -221,8 +221,7 @@ class GPT(nn.Module):
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
-        self.sync_points = count_sync_points(config.block_types, config.tp_size)
-        self.exposed_syncs = len(exposed_sync_points(config.block_types, config.tp_size))
+        self.set_block_types(config.block_types)  # its counts; refused with sequence parallelism if it has ladder
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
         self.moe_aux_loss_coef = 0.01  # the weight of each block's load-balancing loss in training (train.py's key)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
@@ -234,6 +233,8 @@ class GPT(nn.Module):
         """Give the blocks another pattern. Every pattern of one tp_size has the same weights (and
         layout), so this converts a model, or switches a schedule's pattern. True if it changed."""
         kinds = parse_block_types(block_types, self.config.n_layer)
+        if self.comm.sequence_parallel and "ladder" in kinds:  # DESIGN section 10 (configurator.py says why)
+            raise ValueError("sequence_parallel=True cannot run ladder blocks: their all-gather could not be hidden")
         changed, self.config.block_types = kinds != self.config.block_types, kinds
         for block in self.transformer.h:
             if not isinstance(block, Block):

@@ -68,6 +68,7 @@ tp_mode = "sim"  # 'sim': one process holds every TP rank; 'dist': one process p
 block_types = "spd"  # comma-separated tp/spd/parallel/ladder, a unit tiled to n_layer, e.g. 'parallel*5,spd'
 sync_fraction = 1.0  # the share of d's channels a sync sends, in (0, 1]; the rest stay with their rank
 sync_dtype = ""  # what a sync sends: '' (the communication dtype), 'bfloat16', 'float8_e4m3fn', 'int8'
+sequence_parallel = False  # Megatron-SP: a sync is a reduce-scatter + all-gather, b split along the sequence
 block_schedule = ""  # e.g. '0:tp;300:spd': the pattern in force from each iteration on ('' -> block_types)
 # pipeline parallelism (torchrun: world = dp x pp x tp processes, tp_procs = tp_size in 'dist' mode, else 1)
 pp_size = 1  # pipeline stages of contiguous blocks; the embedding on the first, ln_f and the head on the last
@@ -202,7 +203,8 @@ except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders
     config.update(ge_p=link.model.p, ge_r=link.model.r, ge_k=link.model.k, ge_h=link.model.h)
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
-comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank, sync_fraction=sync_fraction, sync_dtype=sync_dtype)
+comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank, sync_fraction=sync_fraction, sync_dtype=sync_dtype,
+            sequence_parallel=sequence_parallel)
 model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from = model, f"scratch (seed {seed})"
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
