@@ -1,0 +1,178 @@
+"""Sequence parallelism (DESIGN section 10): a sync as a reduce-scatter and an all-gather, against the model
+without it (lossless), a per-rank float64 reference (lossy, both passes), `dist`, and its counts."""
+
+import math
+
+import pytest
+import torch
+
+import configurator
+from bench.harness import records, run_train, torchrun
+from comms import SimComm
+from conftest import SMALL as SMALL_ARGS
+from links import BWD, FWD, LossyLink, link_from
+from loss_models import BernoulliLoss
+from model import GPT, GPTConfig
+
+SMALL = dict(block_size=16, vocab_size=37, n_head=4, n_embd=32, n_layer=4)
+
+
+def loss_and_grads(sequence_parallel, block_types, tp_size, link=None):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**SMALL, tp_size=tp_size, block_types=block_types),
+                SimComm(tp_size, link, sequence_parallel=sequence_parallel)).double()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # non-zero biases: GPT-2's init would hide a bias added on the wrong tokens
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.1)
+    idx = torch.randint(SMALL["vocab_size"], (3, SMALL["block_size"]), generator=g)
+    _, loss = model(idx, idx)
+    loss.backward()
+    return loss, {n: p.grad for n, p in model.named_parameters()}, model.comm
+
+
+@pytest.mark.parametrize("block_types, tp_size", [("tp", 2), ("spd", 2), ("parallel", 2), ("tp,spd,parallel,parallel", 4)])
+def test_lossless_sequence_parallelism_is_the_model_without_it(block_types, tp_size):
+    loss, grads, comm = loss_and_grads(False, block_types, tp_size)
+    sp_loss, sp_grads, sp_comm = loss_and_grads(True, block_types, tp_size)
+    assert torch.allclose(sp_loss, loss, rtol=1e-12, atol=0)
+    for name, grad in grads.items():
+        assert torch.allclose(sp_grads[name], grad, rtol=1e-10, atol=1e-14), name
+    # the same syncs and bytes: one reduce-scatter + one all-gather is one sync
+    assert sp_comm.counter.totals()[:5] == comm.counter.totals()[:5]
+
+
+def tokens(x, rank, T):
+    n = x.shape[-2] // T
+    return x[..., rank * n:(rank + 1) * n, :]
+
+
+def mask(link, src, dst, direction, point, like):
+    """A fresh link's draw for one message like `like` on src -> dst: arrived elements (True)."""
+    n_packets, per = link.packets(like.numel(), like.element_size())
+    return link.arrived(src, dst, direction, point, n_packets, "cpu").repeat_interleave(per)[:like.numel()].view_as(like)
+
+
+def test_a_lossy_sequence_parallel_sync_against_a_per_rank_reference():
+    T, B, L, C = 3, 2, 6, 5
+    g = torch.Generator().manual_seed(0)
+    b, d, grad_out = (torch.randn(T, B, L, C, generator=g, dtype=torch.float64) for _ in range(3))
+    make = lambda: LossyLink(BernoulliLoss(0.3), seed=4, packet_bytes=24)  # 3 float64 per packet
+    comm = SimComm(T, make(), sequence_parallel=True)
+    b_, d_ = b.clone().requires_grad_(), d.clone().requires_grad_()
+    out = comm.sync(b_, d_, "p")
+    out.backward(grad_out)
+
+    # the reference: each stream draws its reduce-scatter message first, then its all-gather one
+    ref = make()
+    rs = {(j, r): mask(ref, j, r, FWD, "p", tokens(d[j], r, T)) for r in range(T) for j in range(T) if j != r}
+    ag = {(s, r): mask(ref, s, r, FWD, "p/gather", tokens(d[s], s, T)) for r in range(T) for s in range(T) if s != r}
+    shard = [tokens(b[r] + d[r], r, T) + sum(torch.where(rs[j, r], tokens(d[j], r, T), 0) for j in range(T) if j != r)
+             for r in range(T)]
+    for r in range(T):
+        for s in range(T):
+            kept = tokens(b[r] + d[r], s, T)  # a lost element keeps the receiver's own state before the sync
+            expected = shard[r] if s == r else torch.where(ag[s, r], shard[s], kept)
+            assert torch.allclose(tokens(out[r], s, T), expected, rtol=0, atol=1e-12), (r, s)
+
+    # backward: the all-gather's mirror is a reduce-scatter of the gradients, then the reduce-scatter's an
+    # all-gather of the shards' gradients (zeros where lost); a kept element's gradient stays local
+    bwd_rs = {(r, s): mask(ref, r, s, BWD, "p", tokens(d[r], s, T)) for s in range(T) for r in range(T) if r != s}
+    bwd_ag = {(s, j): mask(ref, s, j, BWD, "p/gather", tokens(d[s], s, T)) for j in range(T) for s in range(T) if s != j}
+    grad_shard = [tokens(grad_out[s], s, T) + sum(torch.where(bwd_rs[r, s], tokens(grad_out[r], s, T), 0)
+                                                  for r in range(T) if r != s) for s in range(T)]
+    for r in range(T):
+        for s in range(T):
+            lost = torch.zeros_like(ag[0, 1]) if s == r else ~ag[s, r]
+            kept_grad = torch.where(lost, tokens(grad_out[r], s, T), 0)
+            through = grad_shard[s] if s == r else torch.where(bwd_ag[s, r], grad_shard[s], 0)
+            assert torch.allclose(tokens(d_.grad[r], s, T), through + kept_grad, rtol=0, atol=1e-12), (r, s)
+            own = grad_shard[r] if s == r else 0
+            assert torch.allclose(tokens(b_.grad[r], s, T), own + kept_grad, rtol=0, atol=1e-12), (r, s)
+
+
+@pytest.mark.parametrize("directions", [(FWD, BWD), (FWD,)])
+def test_each_half_counts_its_packets(directions):
+    """Measured == analytic: per sync point and direction, each half sends T(T-1) messages of a 1/T of the
+    message (a lossless direction of a lossy link counts them too); syncs and bytes as without SP."""
+    link = link_from(dict(loss_model="bernoulli", loss_rate=0.1, packet_bytes=64, loss_bwd=BWD in directions))
+    _, _, comm = loss_and_grads(True, "tp,spd,parallel,parallel", 4, link)
+    B, T = 3, 4
+    per_message = math.ceil(B * SMALL["block_size"] // T * SMALL["n_embd"] * 8 / 64)  # float64
+    points = comm.link.stats()["points"]
+    assert list(points) == ["h0.attn", "h0.attn/gather", "h0.mlp", "h0.mlp/gather", "h1.mlp", "h1.mlp/gather",
+                            "exit", "exit/gather"]
+    for point, stats in points.items():
+        for direction in ("fwd", "bwd"):
+            assert stats[direction]["packets_sent"] == T * (T - 1) * per_message, (point, direction)
+        assert (stats["bwd"]["packets_lost"] > 0) == (BWD in directions)
+    forward, backward, _, _, nbytes, _ = comm.counter.totals()
+    assert (forward, backward) == (4, 4) and nbytes == 8 * B * SMALL["block_size"] * SMALL["n_embd"] * 8
+
+
+def test_sequence_parallel_config_errors():
+    base = {**configurator.train_defaults(), "sequence_parallel": True}
+    for overrides, needle in [({"block_types": "tp,ladder"}, "ladder blocks"),
+                              ({"block_schedule": "0:tp;5:ladder"}, "ladder blocks"),
+                              ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
+                              ({"sync_dtype": "int8"}, "sync_dtype='int8': not built"),
+                              ({"sync_fraction": 0.5}, "sync_fraction=0.5"), ({"pp_size": 2}, "pp_size=2"),
+                              ({"transport": "reliable"}, "transport='reliable'"),
+                              ({"tp_backend": "megatron"}, "tp_backend='megatron'")]:
+        with pytest.raises(configurator.ConfigError, match=needle):
+            configurator.check_train_config({**base, **overrides})
+    configurator.check_train_config(base)  # the defaults with SP: allowed
+    with pytest.raises(ValueError, match="ladder"):  # the model refuses it too, to a caller outside train.py
+        GPT(GPTConfig(**SMALL, tp_size=2, block_types="ladder"), SimComm(2, sequence_parallel=True))
+
+
+def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path):
+    """Lossy SP: `dist` (reduce_scatter/all_to_all, all_gather) draws and computes what `sim` does;
+    its collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather)."""
+    args = [*SMALL_ARGS, f"--data_dir={char_data}", "--n_layer=4", "--max_iters=4", "--tp_size=2",
+            "--block_types=tp,spd,parallel,spd", "--sequence_parallel=True", "--loss_model=bernoulli",
+            "--loss_rate=0.05", "--packet_bytes=64"]
+    sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
+    assert run_train(*args, f"--out_dir={sim_dir}").returncode == 0
+    result = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    sim, dst = records(sim_dir), records(dist_dir)
+    assert [r["iter"] for r in sim] == [r["iter"] for r in dst]
+    for a, b in zip(sim, dst):
+        for key in ("train_loss", "val_loss"):
+            if key in a:
+                assert abs(a[key] - b[key]) < 5e-5, (a["iter"], key, a[key], b[key])
+        for key in ("packets_sent", "packets_lost", "packets_lost_bwd", "syncs_measured", "sync_bytes_per_token"):
+            assert a.get(key) == b.get(key), (a["iter"], key)
+        if "val_loss" not in b:
+            assert b["packets_lost"] > 0 and b["syncs_measured"] == b["sync_points"]
+            assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] * (1 + 1 / 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [[], ["--activation_checkpointing=block"]])
+def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_path, extra):
+    """reduce_scatter_tensor + all_gather_into_tensor (gloo) train as the all-reduce does; checkpointed too."""
+    args = [*SMALL_ARGS, f"--data_dir={char_data}", "--tp_size=2", "--block_types=tp,spd,parallel", *extra]
+    plain, sp = str(tmp_path / "plain"), str(tmp_path / "sp")
+    assert run_train(*args, f"--out_dir={plain}").returncode == 0
+    result = torchrun(2, *args, "--tp_mode=dist", "--sequence_parallel=True", f"--out_dir={sp}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    for a, b in zip(records(plain), records(sp)):
+        for key in ("train_loss", "val_loss"):
+            if key in a:
+                assert abs(a[key] - b[key]) < 5e-5, (a["iter"], key, a[key], b[key])
+
+
+@pytest.mark.slow
+def test_lossy_sequence_parallel_resumes_exactly(char_data, tmp_path):
+    common = [*SMALL_ARGS, f"--data_dir={char_data}", "--tp_size=2", "--n_layer=4", "--block_types=tp,parallel",
+              "--sequence_parallel=True", "--always_save_checkpoint=True", "--loss_model=gilbert_elliott",
+              "--ge_preset=heavy", "--packet_bytes=64", "--eval_interval=4"]
+    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
+    assert run_train(*common, "--max_iters=8", f"--out_dir={straight}").returncode == 0
+    assert run_train(*common, "--max_iters=4", "--lr_decay_iters=8", f"--out_dir={broken}").returncode == 0
+    assert run_train(*common, "--max_iters=8", "--init_from=resume", f"--out_dir={broken}").returncode == 0
+    keep = ("iter", "train_loss", "val_loss", "packets_lost", "packets_lost_bwd", "loss_bursts")
+    logs = [[{k: r[k] for k in keep if k in r} for r in records(o)] for o in (straight, broken)]
+    assert logs[0] == logs[1] and any(r.get("packets_lost") for r in logs[0])
