@@ -33,6 +33,11 @@ from links import BWD, FWD, LosslessLink, exchange
 from quantize import SYNC_DTYPES, decode, from_bytes, quantized, to_bytes, wire_bytes, wire_encode
 
 
+# sequence parallelism's collectives: torch 2.13 renamed them (the old names warn); an older torch has the old only
+_reduce_scatter = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+_all_gather = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+
+
 class _Sync(torch.autograd.Function):
     """One sync's crossing, eager, in either mode: every rank's d as each rank receives it (comm.cross);
     the backward is the mirror exchange of the message's gradient, through the same crossing."""
@@ -396,14 +401,14 @@ class DistComm(TPComm, DistParams):
 
     def scatter(self, x, direction, point):
         """Reduce-scatter (sequence parallelism): this rank's message x (1, B, L, C) -> (1, B, L/T, C) its own
-        tokens of the sum: reduce_scatter_tensor, or over a lossy link all_to_all and a sum at the receiver."""
+        tokens of the sum: a reduce-scatter, or over a lossy link all_to_all and a sum at the receiver."""
         with self.timed():
             B, L, C = x.shape[1:]
             chunks = x[0].reshape(B, self.tp_size, L // self.tp_size, C).transpose(0, 1).contiguous()  # (T, B, L/T, C)
             self.counter.moved_bytes += chunks.numel() * chunks.element_size()
             if not self.link.loses(direction):
                 out = torch.empty_like(chunks[0])
-                dist.reduce_scatter_tensor(out, chunks.flatten(0, 1), group=self.group)  # gloo: (T*B, ...)
+                _reduce_scatter(out, chunks.flatten(0, 1), group=self.group)  # gloo: (T*B, ...)
                 return out.unsqueeze(0)
             parts = list(torch.empty_like(chunks).unbind(0))  # parts[j]: rank j's partials of this rank's tokens
             dist.all_to_all(parts, list(chunks.unbind(0)), group=self.group)
@@ -411,12 +416,12 @@ class DistComm(TPComm, DistParams):
 
     def gather(self, shard, direction, point, kept=None):
         """All-gather (sequence parallelism): shard (1, B, L/T, C) this rank's tokens -> (the whole sequence as
-        it receives it (1, B, L, C), its lost elements or None): all_gather_into_tensor, masked if lossy."""
+        it receives it (1, B, L, C), its lost elements or None): an all-gather, masked if lossy."""
         with self.timed():
             shard = shard[0].contiguous()
             self.counter.moved_bytes += shard.numel() * shard.element_size()
             parts = shard.new_empty(self.tp_size, *shard.shape)  # (T, B, L/T, C)
-            dist.all_gather_into_tensor(parts.flatten(0, 1), shard, group=self.group)
+            _all_gather(parts.flatten(0, 1), shard, group=self.group)
             if not self.link.loses(direction):
                 return parts.transpose(0, 1).reshape(1, shard.shape[0], -1, shard.shape[-1]), None
             out, lost = self._gathered(list(parts.unbind(0)), self.rank, None if kept is None else kept[0], direction, point)

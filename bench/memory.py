@@ -42,11 +42,12 @@ KINDS = ("PARAM", "GRAD", "ACT", "OPT", "TEMP")
 TP, DP = 2, 2
 
 
-def measure(shape, batch, length, pattern, zero, checkpointing, tp_group, dp_group):
+def measure(shape, batch, length, pattern, zero, checkpointing, tp_group, dp_group, sequence_parallel=False):
     """Peak bytes by kind of one training step (after a first one) on rank 0, in fake tensors."""
     with FakeTensorMode():
         torch.manual_seed(0)
-        model = GPT(GPTConfig(**shape, tp_size=TP, block_types=pattern), DistComm(TP, group=tp_group, rank=0))
+        comm = DistComm(TP, group=tp_group, rank=0, sequence_parallel=sequence_parallel)
+        model = GPT(GPTConfig(**shape, tp_size=TP, block_types=pattern), comm)
         model.activation_checkpointing = checkpointing
         optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), "cuda", zero, dp_group)
         idx = torch.randint(shape["vocab_size"], (batch, length))
@@ -70,6 +71,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, from {', '.join(SHAPES)}")
     parser.add_argument("--block_types", default="tp", help="the pattern (memory barely depends on it)")
+    parser.add_argument("--sequence_parallel", action="store_true",
+                        help="add rows with sequence_parallel=True (zero_stage 0, with and without checkpointing)")
     args = parser.parse_args()
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in SHAPES]
@@ -80,19 +83,20 @@ def main():
     tp_group, dp_group = grid.tp_group, grid.dp_group
     print(f"memory per rank, MiB (dp={DP} x tp={TP}, `dist` layout, rank 0; block_types={args.block_types}; "
           f"fake tensors, MemTracker peak of one step)\n")
-    print("| shape | zero_stage | activation checkpointing | params | grads | activations | optimizer | temp | "
-          "peak total | vs plain |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| shape | zero_stage | activation checkpointing | sequence parallel | params | grads | activations | "
+          "optimizer | temp | peak total | vs plain |")
+    print("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows = [(zero, checkpointing, False) for zero in (False, True) for checkpointing in (False, True)]
+    rows += [(False, checkpointing, True) for checkpointing in (False, True)] if args.sequence_parallel else []
     for name in shapes:
         shape, batch, length = SHAPES[name]
         plain = None
-        for zero in (False, True):
-            for checkpointing in (False, True):
-                m = measure(shape, batch, length, args.block_types, zero, checkpointing, tp_group, dp_group)
-                plain = plain or m["Total"]
-                mib = [f"{m[k] / 2 ** 20:,.1f}" for k in (*KINDS, "Total")]
-                print(f"| {name} (B={batch}, T={length}) | {int(zero)} | {'block' if checkpointing else 'none'} | "
-                      f"{' | '.join(mib)} | {m['Total'] / plain:.2f} |", flush=True)
+        for zero, checkpointing, sp in rows:
+            m = measure(shape, batch, length, args.block_types, zero, checkpointing, tp_group, dp_group, sp)
+            plain = plain or m["Total"]
+            mib = [f"{m[k] / 2 ** 20:,.1f}" for k in (*KINDS, "Total")]
+            print(f"| {name} (B={batch}, T={length}) | {int(zero)} | {'block' if checkpointing else 'none'} | "
+                  f"{'yes' if sp else 'no'} | {' | '.join(mib)} | {m['Total'] / plain:.2f} |", flush=True)
     dist.destroy_process_group()
 
 

@@ -7,7 +7,8 @@ communication and codec time.
 
 Schemes (12 layers, TP=2, gloo): 24comm, 12comm and 5comm (dropped syncs), ladder (hidden: its all-reduces,
 forward and backward, in flight behind the next sublayer), half the channels (sync_fraction=0.5), and
-bfloat16, int8 and float8 messages (moved as their wire bytes, quantize.pack). Per round each scheme runs
+bfloat16, int8 and float8 messages (moved as their wire bytes, quantize.pack), and 24comm and 12comm under
+sequence parallelism (issue 51: each sync a reduce-scatter and an all-gather). Per round each scheme runs
 `steps` steps; a round's ratio is its seconds per step over 24comm's in the same round, and the table
 gives the mean ratio with its 95% t interval over rounds (bench.stats). Time inside collectives is the
 comm's own timer (issue and wait); codec time is the time inside the codec (quantize.wire_encode, to_bytes,
@@ -52,7 +53,8 @@ from bench.stats import paired_stats
 SCHEMES = {"24comm": dict(block_types="tp"), "12comm": dict(block_types="spd"),
            "5comm": dict(block_types="spd,parallel,parallel"), "ladder": dict(block_types="ladder"),
            "half": dict(block_types="tp", sync_fraction=0.5), "bf16": dict(block_types="tp", sync_dtype="bfloat16"),
-           "int8": dict(block_types="tp", sync_dtype="int8"), "float8": dict(block_types="tp", sync_dtype="float8_e4m3fn")}
+           "int8": dict(block_types="tp", sync_dtype="int8"), "float8": dict(block_types="tp", sync_dtype="float8_e4m3fn"),
+           "24comm SP": dict(block_types="tp", sequence_parallel=True), "12comm SP": dict(block_types="spd", sequence_parallel=True)}
 CODEC = {"seconds": 0.0}  # time inside the codec in this process
 
 
