@@ -168,7 +168,9 @@ class TPComm(PassContexts, SharedParams):
                              f"tp_size={self.tp_size} shards of equal length")
         kept = b + d if self.link.loses(FWD) else None  # each rank's state before the sync
         shard = self.tokens_of(b) + _ReduceScatter.apply(d, self, point)  # (R, B, L/T, C)
-        return _AllGather.apply(shard, kept, self, point)
+        gathered = _AllGather.apply(shard, kept, self, point)
+        self.keep_shard(gathered, shard)  # saving_shards: what autograd saves of it, kept as this shard
+        return gathered
 
     def tokens_of(self, x, rank=None):
         """x (Rx, B, L, C) -> (R, B, L/T, C): each rank held here, its own tokens of its row of x (Rx == 1:

@@ -156,7 +156,8 @@ class Block(nn.Module):
         with dropout in training, which drops elements of each rank's partial, not of the sum."""
         point = f"h{self.index}.{name}"
         summed = sync and d is None and comm.sums_in_gemm and not (self.training and self.dropout > 0)
-        out = layer(norm(_state(b, d)), summed=summed)  # (R, B, L, C) partials, or (1, B, L, C) summed
+        x = comm.normed(norm, b) if d is None else norm(b + d)  # (Rx, B, L, C): normed, SP may keep it as a shard
+        out = layer(x, summed=summed)  # (R, B, L, C) partials, or (1, B, L, C) summed
         d = out if d is None else d + out
         return (comm.sync(b, d, point), None) if sync else (b, d)
 
@@ -324,9 +325,11 @@ class GPT(nn.Module):
         return n_params
 
     def forward(self, idx, targets=None):
-        b = self.embed(idx)
-        b, d = self.run_blocks(b, None, self.transformer.h)
-        return self.head(b, d, targets)
+        with self.comm.saving_shards():  # sequence parallelism in `dist`: a saved gathered state kept as its shard
+            b = self.embed(idx)
+            self.comm.keep_shard(b)  # the state every rank starts from, as a sync's gathered one
+            b, d = self.run_blocks(b, None, self.transformer.h)
+            return self.head(b, d, targets)
 
     # A pipeline stage (pipeline.py) runs the same three pieces: the first stage embeds, every
     # stage runs its own blocks, the last stage applies the head.
@@ -355,7 +358,7 @@ class GPT(nn.Module):
         Rb == 1 when all ranks agree; last_only: the last position only (inference)."""
         if d is not None:
             b = self.comm.sync(b, d, "exit")
-        x = self.transformer.ln_f(b)  # (Rb, B, L, C)
+        x = self.comm.normed(self.transformer.ln_f, b)  # (Rb, B, L, C)
         return self.lm_head(x[:, :, [-1], :] if last_only else x)
 
     def loss(self, logits, targets):

@@ -149,10 +149,10 @@ def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path):
             assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] * (1 + 1 / 2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["--activation_checkpointing=block"]])
+@pytest.mark.parametrize("extra", [[], pytest.param(["--activation_checkpointing=block"], marks=pytest.mark.slow)])
 def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_path, extra):
-    """reduce_scatter_tensor + all_gather_into_tensor (gloo) train as the all-reduce does; checkpointed too."""
+    """A reduce-scatter and an all-gather (gloo) train as the all-reduce does, with what autograd saves of a
+    gathered state kept as this rank's shard and gathered again in the backward pass; checkpointed too."""
     args = [*SMALL_ARGS, f"--data_dir={char_data}", "--tp_size=2", "--block_types=tp,spd,parallel", *extra]
     plain, sp = str(tmp_path / "plain"), str(tmp_path / "sp")
     assert run_train(*args, f"--out_dir={plain}").returncode == 0
