@@ -72,7 +72,8 @@ PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from", "deterministic
 # BOOKKEEPING_KEYS) only: same data, schedule, model size and iterations
 TREATMENT_KEYS = ("tp_size", "block_types", "block_schedule", "loss_model", "loss_rate", "ge_preset", "ge_p", "ge_r", "ge_k", "ge_h",
                   "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval",
-                  "sync_fraction", "sync_dtype", "lost_fill", "sync_rotation", "transport")  # the schemes, a lost packet's option
+                  "sync_fraction", "sync_dtype", "sequence_parallel", "lost_fill", "sync_rotation",
+                  "transport")  # the schemes, a lost packet's option
 # keys that change what a run logs or where, not what it computes
 BOOKKEEPING_KEYS = ("wandb_log", "wandb_project", "log_interval", "always_save_checkpoint", "dist_timeout_s",
                     "peak_flops", "zero_stage", "activation_checkpointing")  # the last two: same numbers, tested
