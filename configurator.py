@@ -206,8 +206,7 @@ def check_train_config(config):
 SP_NOT_BUILT = {"sync_dtype": ("", "a quantized reduce-scatter is not built"),
                 "sync_fraction": (1.0, "a partial sync's private channels are not split along the sequence"),
                 "transport": ("unreliable", "a reliable link's resends are not drawn per half of a sync"),
-                "pp_size": (1, "pipeline stages' planned masks do not know the all-gather half"),
-                "tp_backend": ("native", "megatron-core's own SP layers are not routed through comms.py yet")}
+                "pp_size": (1, "pipeline stages' planned masks do not know the all-gather half")}
 
 
 def check_sequence_parallel(config):

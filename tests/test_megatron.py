@@ -20,11 +20,14 @@ TP2 = [*SMALL, "--tp_size=2"]
 TOLERANCE = 1e-5
 
 
-# the last case: seed 002's model kind, experts (moe.py) whose layers are megatron-core's parallel linears
+# seed 002's model kind, experts (moe.py) whose layers are megatron-core's parallel linears; and sequence
+# parallelism, whose reduce-scatters and all-gathers comms.py performs around megatron-core's layers
 @pytest.mark.parametrize("pattern, link, extra", [("24comm", "lossless", []), ("24comm", "bernoulli", []),
                                                   ("12comm", "gilbert_elliott", []), ("6comm", "bernoulli", []),
                                                   ("2comm", "gilbert_elliott", []),
-                                                  ("12comm", "lossless", ["--n_experts=4", "--optimizer=muon"])])
+                                                  ("12comm", "lossless", ["--n_experts=4", "--optimizer=muon"]),
+                                                  ("6comm", "lossless", ["--sequence_parallel=True"]),
+                                                  ("24comm", "bernoulli", ["--sequence_parallel=True"])])
 def test_megatron_backend_equals_native(char_data, tmp_path, pattern, link, extra):
     args = [*TP2, f"--data_dir={char_data}", "--tp_mode=dist", f"--block_types={PATTERNS[pattern]}",
             *link_args(LINKS[link]), *extra]

@@ -117,11 +117,11 @@ def test_sequence_parallel_config_errors():
                               ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
                               ({"sync_dtype": "int8"}, "sync_dtype='int8': not built"),
                               ({"sync_fraction": 0.5}, "sync_fraction=0.5"), ({"pp_size": 2}, "pp_size=2"),
-                              ({"transport": "reliable"}, "transport='reliable'"),
-                              ({"tp_backend": "megatron"}, "tp_backend='megatron'")]:
+                              ({"transport": "reliable"}, "transport='reliable'")]:
         with pytest.raises(configurator.ConfigError, match=needle):
             configurator.check_train_config({**base, **overrides})
-    configurator.check_train_config(base)  # the defaults with SP: allowed
+    configurator.check_train_config(base)  # the defaults with SP: allowed, and around megatron-core's layers
+    configurator.check_train_config({**base, "tp_mode": "dist", "tp_backend": "megatron"})
     with pytest.raises(ValueError, match="ladder"):  # the model refuses it too, to a caller outside train.py
         GPT(GPTConfig(**SMALL, tp_size=2, block_types="ladder"), SimComm(2, sequence_parallel=True))
 
