@@ -20,11 +20,11 @@ LINKS = {"lossless": {},
          "bursty_fwd": {"loss_model": "gilbert_elliott", "ge_preset": "heavy", "loss_bwd": False, "packet_bytes": 64}}
 
 
-def build(pattern, link, checkpointing, dropout=0.0, n_experts=0):
+def build(pattern, link, checkpointing, dropout=0.0, n_experts=0, sequence_parallel=False):
     torch.manual_seed(0)
     config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2,
                        block_types=pattern, dropout=dropout, n_experts=n_experts)
-    model = GPT(config, SimComm(2, link_from(dict(LINKS[link], seed=5))))
+    model = GPT(config, SimComm(2, link_from(dict(LINKS[link], seed=5)), sequence_parallel=sequence_parallel))
     model.activation_checkpointing = checkpointing
     return model
 
@@ -44,10 +44,11 @@ def steps(model, n=2):
     return torch.stack(losses), {name: p.grad for name, p in model.named_parameters()}, counts, stats
 
 
+@pytest.mark.parametrize("sequence_parallel", [False, True])  # SP: each half's masks taped and replayed
 @pytest.mark.parametrize("link", sorted(LINKS))
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
-def test_checkpointing_computes_the_same_function(pattern, link):
-    plain, checkpointed = build(PATTERNS[pattern], link, False), build(PATTERNS[pattern], link, True)
+def test_checkpointing_computes_the_same_function(pattern, link, sequence_parallel):
+    plain, checkpointed = (build(PATTERNS[pattern], link, flag, sequence_parallel=sequence_parallel) for flag in (False, True))
     loss, grads, counts, stats = steps(plain)
     loss_c, grads_c, counts_c, stats_c = steps(checkpointed)
     assert torch.equal(loss, loss_c)
