@@ -1,7 +1,10 @@
 """Sequence parallelism (DESIGN section 10): a sync as a reduce-scatter and an all-gather, against the model
 without it (lossless), a per-rank float64 reference (lossy, both passes), `dist`, and its counts (its exact resume: test_lossy.py)."""
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -162,3 +165,22 @@ def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_pa
         for key in ("train_loss", "val_loss"):
             if key in a:
                 assert abs(a[key] - b[key]) < 5e-5, (a["iter"], key, a[key], b[key])
+
+
+def test_the_sp_studys_control_compares_every_logged_loss(tmp_path):
+    """bench/studies/sp_loss/control.py: identical only when every train and val loss is the same bits."""
+    records = [{"iter": 0, "val_loss": 4.25}, {"iter": 0, "train_loss": 4.5}, {"iter": 1, "train_loss": 4.0}]
+    for config in ("24comm", "12comm"):
+        for setting, shift in (("lossless", 0.0), ("lossless_sp", 1e-9 if config == "12comm" else 0.0)):
+            run = tmp_path / f"shakespeare_char_{config}-{setting}-s400"
+            run.mkdir()
+            lines = [json.dumps({**r, **{k: v + shift for k, v in r.items() if k.endswith("loss") and r["iter"] == 1}})
+                     for r in records]
+            (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "control.json"
+    result = subprocess.run([sys.executable, "-m", "bench.studies.sp_loss.control", str(tmp_path), "--out", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    control = json.loads(out.read_text())
+    assert control["24comm"]["identical"] and control["24comm"]["records"] == 3
+    assert not control["12comm"]["identical"] and 0 < control["12comm"]["max_abs_diff"] < 1e-8
