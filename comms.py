@@ -3,7 +3,8 @@ Every tensor-parallel (TP) collective of the model, and the execution mode that 
 
 The model never talks to a process group or to the network itself: it calls
 `comm.sync(b, d, point)` at each sync point (a ladder block: `comm.send(d, point, later=True)`,
-then `comm.land` a sublayer later), and that is where a sync is counted, where the link
+then `comm.land` a sublayer later; under sequence parallelism a sync is a reduce-scatter and an
+all-gather, `_sequence_sync`), and that is where a sync is counted, where the link
 (links.py) drops packets, and where the modes differ. Each collective is a small
 autograd.Function (the picotron style) and is the identity when tp_size == 1. The mode is an
 object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in both classes:
@@ -133,7 +134,6 @@ class _AllReduceSum(torch.autograd.Function):
         return funcol.all_reduce(grad.contiguous(), "sum", ctx.group), None
 
 
-
 class TPComm(PassContexts, SharedParams):
     """What both modes share: tp_size, the link, the sync counter, the route of a sync. A subclass
     (SimComm, DistComm) says how a message crosses (`cross`; `_sum_traced` under torch.compile)."""
@@ -192,9 +192,12 @@ class TPComm(PassContexts, SharedParams):
         all-gather's own: point + '/gather'."""
         parts, lost = [], []
         for j, part in enumerate(shards):
+            if j == r:  # its own shard never crosses a link
+                parts.append(part)
+                lost.append(torch.zeros_like(part, dtype=torch.bool))
+                continue
             n_packets, per_packet = self.link.packets(part.numel(), part.element_size())
-            arrived = (torch.ones(n_packets, dtype=torch.bool, device=part.device) if j == r else
-                       self.link.arrived(j, r, direction, f"{point}/gather", n_packets, part.device))
+            arrived = self.link.arrived(j, r, direction, f"{point}/gather", n_packets, part.device)
             arrived = arrived.repeat_interleave(per_packet)[:part.numel()].view_as(part)
             parts.append(torch.where(arrived, part, 0 if kept is None else self.tokens_of(kept, j)))
             lost.append(~arrived)
