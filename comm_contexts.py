@@ -42,24 +42,23 @@ class PassContexts:
         a per-token function of one), and this rank's tokens of it (1, B, L/T, C; None: cut here): what autograd
         saves of whole, or of a view of it, is kept as the shard."""
         if self.shards is not None:
-            base = whole if whole._base is None else whole._base  # a view's saved tensors name their base
             shard = self.tokens_of(whole) if shard is None else shard
-            self.shards[id(base)] = (weakref.ref(base), shard.detach())
+            self.shards[id(_root(whole))] = (weakref.ref(_root(whole)), shard.detach())
 
     def normed(self, norm, b):
         """norm(b) of a synced state b. Under saving_shards, LayerNorm being per token, the result is the same on
         every rank too: what the next layer saves of it (in autocast's dtype, as the layer would cast it) is
         kept as this rank's shard."""
         x = norm(b)
-        if self.shards is not None and not self.checkpointed and id(b if b._base is None else b._base) in self.shards:
+        if self.shards is not None and not self.checkpointed and id(_root(b)) in self.shards:
             if torch.is_autocast_enabled(x.device.type):
                 x = x.to(torch.get_autocast_dtype(x.device.type))
             self.keep_shard(x)
         return x
 
     def _pack(self, saved):
-        ref, shard = self.shards.get(id(saved if saved._base is None else saved._base), (None, None))
-        if ref is None or ref() is not (saved if saved._base is None else saved._base):
+        ref, shard = self.shards.get(id(_root(saved)), (None, None))
+        if ref is None or ref() is not _root(saved):
             return saved
         return _Shard(shard, saved.size(), saved.stride(), saved.storage_offset())
 
@@ -115,6 +114,11 @@ class PassContexts:
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             self.counter.comm_seconds += time.perf_counter() - start
+
+
+def _root(tensor):
+    """The tensor a view was cut from (itself if it is none): autograd saves views, shards are kept by their base."""
+    return tensor if tensor._base is None else tensor._base
 
 
 class _Shard:
