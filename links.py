@@ -2,13 +2,12 @@
 The network between TP ranks: packet-loss models, their presets, the per-link packet
 streams, and the statistics of what was sent and lost (README, "Lossy links").
 
-comms.py performs the collectives; at a sync it asks the run's link which packets of
-each message arrive. A message is one rank's partial tensor, cut into packets of
-packet_bytes; a lost packet arrives as zeros, and a rank's own contribution never
-crosses a link. Every directed link j -> r and every direction of the pass (FWD, BWD)
-is its own stream with its own generator, seeded from (seed, TP group, src, dst,
-direction, purpose): runs are reproducible, and a `sim` process and the `dist` process
-that holds rank r draw the same masks for the link j -> r.
+comms.py performs the collectives; at a sync it asks the run's link which packets of each message
+arrive. A message is one rank's partial tensor, cut into packets of packet_bytes; a lost packet arrives
+as zeros, and a rank's own contribution never crosses a link. Every directed link j -> r and every
+direction of the pass (FWD, BWD) is its own stream with its own generator, seeded from (seed, TP group,
+src, dst, direction, purpose): runs are reproducible, and a `sim` process and the `dist` process that
+holds rank r draw the same masks for the link j -> r.
 
     link = link_from(config)        # from train.py's config keys (loss_model, loss_rate, ...)
     link.describe()                 # one line for the startup banner
@@ -64,11 +63,10 @@ class LossyLink:
 
     model: BernoulliLoss or GilbertElliottLoss, the same for every link.
     directions: which passes lose packets, a subset of (FWD, BWD); the other is lossless.
-    A message (one rank's tensor) is cut into packets of packet_bytes; a lost packet
-    arrives as zeros. Each (link, direction) has its own random stream, seeded from
-    (seed, TP group, src, dst, direction), so runs are reproducible and any process
-    holding a link draws the same masks. Statistics stay on the device until read.
-    `purpose` separates the streams of evaluation from those of training.
+    A message (one rank's tensor) is cut into packets of packet_bytes; a lost packet arrives as zeros.
+    Each (link, direction) has its own random stream, seeded from (seed, TP group, src, dst, direction),
+    so runs are reproducible and any process holding a link draws the same masks. Statistics stay on
+    the device until read. `purpose` separates the streams of evaluation from those of training.
 
     A lost packet (README, "When packets are lost"): lost_fill 'zero' or 'rescale' (what arrived from
     another rank scaled by 1/(1-q), q the stationary loss); rotation 'none' or 'hadamard' (rotation.py);
@@ -268,8 +266,7 @@ class LossyLink:
         return acc
 
     def for_eval(self):
-        """The same network with its own evaluation streams, fresh: every eval sees the same masks
-        and training's streams are not advanced."""
+        """The same network with its own evaluation streams, fresh: every eval sees the same masks, training's stay."""
         link = LossyLink(self.model, self.seed, self.tp_group, self.directions, self.packet_bytes, purpose=1,
                          lost_fill=self.lost_fill, rotation=self.rotation, transport=self.transport)
         link.source = self.source.fresh()
@@ -358,6 +355,9 @@ class LossyLink:
         if "retransmissions" in total:  # a reliable link: resent packets, and rounds beyond the first
             for key in ("retransmissions", "resend_rounds", "messages_resent"):
                 record.update({key: total[key], **{f"{key}_{d}": stats[d][key] for d in DIRECTIONS}})
+        gather = [row for p, rows in stats["points"].items() if p.endswith("/gather") for row in rows.values()]
+        record.update({f"{key}_gather": sum(row[key] for row in gather) for key in ("packets_sent", "packets_lost")}
+                      if gather else {})  # sequence parallelism: the all-gather half's packets (the rest the other's)
         return record
 
 

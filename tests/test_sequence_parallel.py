@@ -111,6 +111,10 @@ def test_each_half_counts_its_packets(directions):
         assert (stats["bwd"]["packets_lost"] > 0) == (BWD in directions)
     forward, backward, _, _, nbytes, _ = comm.counter.totals()
     assert (forward, backward) == (4, 4) and nbytes == 8 * B * SMALL["block_size"] * SMALL["n_embd"] * 8
+    record = LossyLink.record(comm.link.stats())  # metrics.jsonl: the all-gather half's packets beside the totals
+    assert 2 * record["packets_sent_gather"] == record["packets_sent"] == 8 * 2 * T * (T - 1) * per_message
+    assert record["packets_lost_gather"] == sum(stats[d]["packets_lost"] for p, stats in points.items()
+                                                if p.endswith("/gather") for d in ("fwd", "bwd"))
 
 
 def test_sequence_parallel_config_errors():
