@@ -90,11 +90,6 @@ class MLP(nn.Module):
         return self.dropout(self.c_proj(h)).view(-1, B, L, C)  # (R, B, L, C) partials
 
 
-def _state(b, d):
-    """Each rank's current residual state x_r = b_r + d_r (d None means zero)."""
-    return b if d is None else b + d
-
-
 def _land(b, flight, comm):
     """Every ladder sync still in flight lands in b, oldest first (before a non-ladder sublayer reads)."""
     for message, point, hidden in flight:
