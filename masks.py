@@ -37,8 +37,14 @@ class Planned(Drawn):
     order: per step (a "round"), a stream is drawn at once for every micro-batch and every sync point
     of the model (points, in forward order), and this stage takes the masks of its own points."""
 
-    def __init__(self, points, own_points):
-        self.points, self.own = list(points), set(own_points)
+    def __init__(self, points, own_points, phases=("",)):
+        # phases: a sync point's messages on a link, in the order both passes run them: under sequence
+        # parallelism its reduce-scatter ('h3.mlp') then its all-gather ('h3.mlp/gather'), whose backward
+        # mirrors run in that order too, while the backward pass runs the points themselves in reverse
+        self.args = list(points), list(own_points), tuple(phases)
+        self.points = [p + phase for p in points for phase in phases]  # forward order
+        self.backward = [p + phase for p in list(points)[::-1] for phase in phases]
+        self.own = {p + phase for p in own_points for phase in phases}
         self.queued, self.drawn, self.round_size = {}, set(), 1
 
     def begin_round(self, micro_batches):
@@ -62,7 +68,7 @@ class Planned(Drawn):
             self.drawn.add(key)
             stream = link.stream(*key, device)
             for _ in range(self.round_size):  # the backward pass runs the points in reverse
-                for p in self.points if key[2] == FWD else self.points[::-1]:
+                for p in self.points if key[2] == FWD else self.backward:
                     drawn = draw(stream, n_packets)
                     if p in self.own:
                         self.queued.setdefault((*key, p), []).append((n_packets, drawn))
@@ -72,7 +78,7 @@ class Planned(Drawn):
         return drawn
 
     def fresh(self):
-        return Planned(self.points, self.own)
+        return Planned(*self.args)
 
 
 class Recorded:

@@ -94,13 +94,15 @@ class StageModule(nn.Module):
 
     def forward(self, *inputs):
         model = self.model
-        if self.is_first:
-            b, d = model.embed(inputs[0]), None  # inputs: the token ids (B, L)
-        else:
-            b, d = inputs if len(inputs) == 2 else (inputs[0], None)
-        b, d = model.run_blocks(b, d, model.transformer.h[self.first:self.end])
-        if self.is_last:
-            return model.logits(b, d)  # (Rb, B, L, vocab)
+        with model.comm.saving_shards():  # as GPT.forward: sequence parallelism's saved states kept as shards
+            if self.is_first:
+                b, d = model.embed(inputs[0]), None  # inputs: the token ids (B, L)
+                model.comm.keep_shard(b)
+            else:
+                b, d = inputs if len(inputs) == 2 else (inputs[0], None)
+            b, d = model.run_blocks(b, d, model.transformer.h[self.first:self.end])
+            if self.is_last:
+                return model.logits(b, d)  # (Rb, B, L, vocab)
         # sent as whole tensors: a lossy backward link leaves b as a broadcast view (comms.SimComm.cross)
         return (b.contiguous(),) if d is None else (b.contiguous(), d.contiguous())
 
@@ -120,7 +122,7 @@ class Pipeline(Step):
         points = sync_point_names(model.config.block_types, model.config.tp_size)
         # this stage's sync points: its blocks' ('h7.mlp' is block 7's), and the exit sync on the last stage
         own = [p for p in points if (self.is_last if p == "exit" else first <= int(p[1:].split(".")[0]) < end)]
-        model.comm.link.use(Planned(points, own))
+        model.comm.link.use(Planned(points, own, ("", "/gather") if model.comm.sequence_parallel else ("",)))
         module = StageModule(model, first, end, self.is_first, self.is_last)
 
         def train_loss(logits, targets):  # each micro-batch's share, as gradient accumulation scales it

@@ -124,7 +124,7 @@ def records(out_dir, name="metrics.jsonl"):
 # within float tolerance, and every count and packet statistic exactly.
 FLOAT_KEYS = ("train_loss", "val_loss", "val_accuracy", "grad_norm")
 COUNT_KEYS = ("syncs_measured", "sync_points", "packets_sent", "packets_lost", "loss_bursts",
-              "packets_lost_fwd", "packets_lost_bwd")
+              "packets_lost_fwd", "packets_lost_bwd", "packets_sent_gather", "packets_lost_gather")
 
 
 def record_differences(a, b):

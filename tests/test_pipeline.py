@@ -57,6 +57,26 @@ def test_pp2_equals_pp1_sim(char_data, tmp_path, pattern, link, schedule):
     assert_same_run(plain_dir, piped_dir)
 
 
+def test_pp2_equals_pp1_under_sequence_parallelism(char_data, tmp_path):
+    """SP in a pipeline: each stage draws both halves of its syncs (a point's reduce-scatter, then its
+    all-gather, in both passes) in the unpipelined order; pending partials cross the cut and the exit
+    sync is not the cut's. A wrong order of the halves in either pass changes the losses."""
+    args = [*common(char_data, "2comm", "bernoulli"), "--sequence_parallel=True", "--block_types=parallel*5,spd,tp,parallel*5"]
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 2, ["--pp_size=2", "--pp_split=3"])
+    assert_same_run(plain_dir, piped_dir)  # the all-gather halves' packet counts among the records compared
+    assert records(piped_dir)[-2]["packets_lost_gather"] > 0
+
+
+@pytest.mark.slow
+def test_pp2_tp2_dist_equals_pp1_sim_under_sequence_parallelism(char_data, tmp_path):
+    """Lossless SP across 4 processes (2 stages x 2 TP ranks), where what autograd saves of a gathered state
+    is kept as this rank's shard (comm_contexts.saving_shards) inside each stage, against pp=1 in `sim`."""
+    args = [*common(char_data, "7comm", "lossless"), "--sequence_parallel=True"]
+    plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=2", "--tp_mode=dist"])
+    assert "dp=1 x pp=2 x tp=2 (dist, 4 processes)" in out
+    assert_same_run(plain_dir, piped_dir, tol=5e-5, norm_tol=1e-3)
+
+
 @pytest.mark.slow
 def test_pp3_equals_pp1_sim(char_data, tmp_path):
     """Three stages: the middle one holds only parallel blocks (3-7), receives and sends (b, d), and

@@ -123,7 +123,7 @@ def test_sequence_parallel_config_errors():
                               ({"block_schedule": "0:tp;5:ladder"}, "ladder blocks"),
                               ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
                               ({"sync_dtype": "int8"}, "sync_dtype='int8': not built"),
-                              ({"sync_fraction": 0.5}, "sync_fraction=0.5"), ({"pp_size": 2}, "pp_size=2"),
+                              ({"sync_fraction": 0.5}, "sync_fraction=0.5"),
                               ({"transport": "reliable"}, "transport='reliable'")]:
         with pytest.raises(configurator.ConfigError, match=needle):
             configurator.check_train_config({**base, **overrides})
