@@ -277,10 +277,10 @@ class TPComm(PassContexts, SharedParams):
             return
         self.counter.add(point, self.message_bytes(x, direction), int(direction == FWD), int(direction == BWD))
         link = self.link
-        if link.lossy and not link.loses(direction) and self.sequence_parallel:  # both halves' packets, each
-            n_packets = link.packets(x[0].numel() // self.tp_size, x.element_size())[0]  # link a 1/T of the message
-            for phase in (point, f"{point}/gather"):
-                link.count_sent(phase, direction, n_packets * len(self.ranks) * (self.tp_size - 1))
+        if link.lossy and not link.loses(direction) and self.sequence_parallel:  # both halves' packets (and a
+            n_packets = link.packets(x[0].numel() // self.tp_size, x.element_size())[0]  # reliable link's resends),
+            for phase in (point, f"{point}/gather"):  # each link a 1/T of the message
+                link.deliver(phase, direction, n_packets, self.ranks, self.tp_size, x.device)
         elif link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
             # count its packets on the links j -> r into the ranks this process holds, and draw any resends
             n_packets = link.layout(x[0].shape, self.sync_dtype or x.dtype, direction)[0]

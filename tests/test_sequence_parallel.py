@@ -117,14 +117,32 @@ def test_each_half_counts_its_packets(directions):
                                                 if p.endswith("/gather") for d in ("fwd", "bwd"))
 
 
+def test_a_reliable_link_under_sequence_parallelism_resends_each_half():
+    """transport='reliable': the lossless SP run bit for bit; each half of each sync is a message on every link,
+    in both passes, whose packets (1/T of the sync's) and resend rounds are counted under its own name."""
+    link = link_from(dict(loss_model="bernoulli", loss_rate=0.1, packet_bytes=64, transport="reliable"))
+    loss, grads, _ = loss_and_grads(True, "tp,spd,parallel,parallel", 4)
+    reliable_loss, reliable_grads, comm = loss_and_grads(True, "tp,spd,parallel,parallel", 4, link)
+    assert torch.equal(reliable_loss, loss) and all(torch.equal(reliable_grads[n], g) for n, g in grads.items())
+    T, per_message = 4, math.ceil(3 * SMALL["block_size"] // 4 * SMALL["n_embd"] * 8 / 64)  # float64
+    points = comm.link.stats()["points"]
+    assert list(points) == ["h0.attn", "h0.attn/gather", "h0.mlp", "h0.mlp/gather", "h1.mlp", "h1.mlp/gather",
+                            "exit", "exit/gather"]
+    for point, stats in points.items():
+        for direction in ("fwd", "bwd"):
+            row = stats[direction]
+            assert row["messages"] == sum(row["rounds_histogram"]) == T * (T - 1), (point, direction)
+            assert row["packets_sent"] == row["messages"] * per_message + row["retransmissions"]
+    assert comm.link.stats()["total"]["retransmissions"] > 0
+
+
 def test_sequence_parallel_config_errors():
     base = {**configurator.train_defaults(), "sequence_parallel": True}
     for overrides, needle in [({"block_types": "tp,ladder"}, "ladder blocks"),
                               ({"block_schedule": "0:tp;5:ladder"}, "ladder blocks"),
                               ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
                               ({"sync_dtype": "int8"}, "sync_dtype='int8': not built"),
-                              ({"sync_fraction": 0.5}, "sync_fraction=0.5"),
-                              ({"transport": "reliable"}, "transport='reliable'")]:
+                              ({"sync_fraction": 0.5}, "sync_fraction=0.5")]:
         with pytest.raises(configurator.ConfigError, match=needle):
             configurator.check_train_config({**base, **overrides})
     configurator.check_train_config(base)  # the defaults with SP: allowed, and around megatron-core's layers
