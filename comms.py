@@ -154,9 +154,12 @@ class TPComm(PassContexts, SharedParams):
 
     def sync(self, b, d, point):
         """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
-        if self.sequence_parallel:
-            return self._sequence_sync(b, d, point)
-        return b + self.send(d, point)
+        shared = round(self.sync_fraction * d.shape[-1])  # a partial sync: the other channels stay per rank
+        if self.sequence_parallel and shared < d.shape[-1]:
+            private = (b + d)[..., shared:]  # (R, B, L, C - shared): each rank's own, as `send` leaves them
+            synced = self._sequence_sync(b[..., :shared], d[..., :shared], point)
+            return torch.cat([synced.expand(*private.shape[:-1], shared), private], dim=-1)
+        return self._sequence_sync(b, d, point) if self.sequence_parallel else b + self.send(d, point)
 
     @getattr(torch, "_disable_dynamo", torch.compiler.disable)  # eager, as a lossy sync (see _eager_send)
     def _sequence_sync(self, b, d, point):

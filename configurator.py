@@ -203,8 +203,7 @@ def check_train_config(config):
 
 
 # what sequence parallelism is not built with yet, and why (DESIGN section 10 defines it for the rest)
-SP_NOT_BUILT = {"sync_dtype": ("", "a quantized reduce-scatter is not built"),
-                "sync_fraction": (1.0, "a partial sync's private channels are not split along the sequence")}
+SP_NOT_BUILT = {"sync_dtype": ("", "a quantized reduce-scatter is not built")}
 
 
 def check_sequence_parallel(config):

@@ -20,10 +20,10 @@ from model import GPT, GPTConfig
 SMALL = dict(block_size=16, vocab_size=37, n_head=4, n_embd=32, n_layer=4)
 
 
-def loss_and_grads(sequence_parallel, block_types, tp_size, link=None):
+def loss_and_grads(sequence_parallel, block_types, tp_size, link=None, sync_fraction=1.0):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**SMALL, tp_size=tp_size, block_types=block_types),
-                SimComm(tp_size, link, sequence_parallel=sequence_parallel)).double()
+                SimComm(tp_size, link, sequence_parallel=sequence_parallel, sync_fraction=sync_fraction)).double()
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():  # non-zero biases: GPT-2's init would hide a bias added on the wrong tokens
         for p in model.parameters():
@@ -34,10 +34,13 @@ def loss_and_grads(sequence_parallel, block_types, tp_size, link=None):
     return loss, {n: p.grad for n, p in model.named_parameters()}, model.comm
 
 
-@pytest.mark.parametrize("block_types, tp_size", [("tp", 2), ("spd", 2), ("parallel", 2), ("tp,spd,parallel,parallel", 4)])
-def test_lossless_sequence_parallelism_is_the_model_without_it(block_types, tp_size):
-    loss, grads, comm = loss_and_grads(False, block_types, tp_size)
-    sp_loss, sp_grads, sp_comm = loss_and_grads(True, block_types, tp_size)
+@pytest.mark.parametrize("block_types, tp_size, sync_fraction", [("tp", 2, 1.0), ("spd", 2, 1.0), ("parallel", 2, 1.0),
+                                                                  ("tp,spd,parallel,parallel", 4, 1.0),
+                                                                  ("tp,spd,parallel,parallel", 4, 0.5)])
+def test_lossless_sequence_parallelism_is_the_model_without_it(block_types, tp_size, sync_fraction):
+    """sync_fraction < 1: the shared channels reduce-scattered and all-gathered, the rest each rank's own."""
+    loss, grads, comm = loss_and_grads(False, block_types, tp_size, sync_fraction=sync_fraction)
+    sp_loss, sp_grads, sp_comm = loss_and_grads(True, block_types, tp_size, sync_fraction=sync_fraction)
     assert torch.allclose(sp_loss, loss, rtol=1e-12, atol=0)
     for name, grad in grads.items():
         assert torch.allclose(sp_grads[name], grad, rtol=1e-10, atol=1e-14), name
@@ -141,8 +144,7 @@ def test_sequence_parallel_config_errors():
     for overrides, needle in [({"block_types": "tp,ladder"}, "ladder blocks"),
                               ({"block_schedule": "0:tp;5:ladder"}, "ladder blocks"),
                               ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
-                              ({"sync_dtype": "int8"}, "sync_dtype='int8': not built"),
-                              ({"sync_fraction": 0.5}, "sync_fraction=0.5")]:
+                              ({"sync_dtype": "int8"}, "sync_dtype='int8': not built")]:
         with pytest.raises(configurator.ConfigError, match=needle):
             configurator.check_train_config({**base, **overrides})
     configurator.check_train_config(base)  # the defaults with SP: allowed, and around megatron-core's layers
@@ -151,12 +153,13 @@ def test_sequence_parallel_config_errors():
         GPT(GPTConfig(**SMALL, tp_size=2, block_types="ladder"), SimComm(2, sequence_parallel=True))
 
 
-def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path):
+@pytest.mark.parametrize("extra", [[], pytest.param(["--sync_fraction=0.5"], marks=pytest.mark.slow)])
+def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path, extra):
     """Lossy SP: `dist` (reduce_scatter/all_to_all, all_gather) draws and computes what `sim` does;
-    its collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather)."""
+    its collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather); a partial sync too."""
     args = [*SMALL_ARGS, f"--data_dir={char_data}", "--n_layer=4", "--max_iters=4", "--tp_size=2",
             "--block_types=tp,spd,parallel,spd", "--sequence_parallel=True", "--loss_model=bernoulli",
-            "--loss_rate=0.05", "--packet_bytes=64"]
+            "--loss_rate=0.05", "--packet_bytes=64", *extra]
     sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
     assert run_train(*args, f"--out_dir={sim_dir}").returncode == 0
     result = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
@@ -174,10 +177,12 @@ def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path):
             assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] * (1 + 1 / 2)
 
 
-@pytest.mark.parametrize("extra", [[], pytest.param(["--activation_checkpointing=block"], marks=pytest.mark.slow)])
+@pytest.mark.parametrize("extra", [[], *(pytest.param(e, marks=pytest.mark.slow) for e in
+                                         (["--activation_checkpointing=block"], ["--sync_fraction=0.5"]))])
 def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_path, extra):
     """A reduce-scatter and an all-gather (gloo) train as the all-reduce does, with what autograd saves of a
-    gathered state kept as this rank's shard and gathered again in the backward pass; checkpointed too."""
+    gathered state kept as this rank's shard and gathered again in the backward pass; checkpointed too; a
+    partial sync (its state differs between ranks: nothing kept as shards)."""
     args = [*SMALL_ARGS, f"--data_dir={char_data}", "--tp_size=2", "--block_types=tp,spd,parallel", *extra]
     plain, sp = str(tmp_path / "plain"), str(tmp_path / "sp")
     assert run_train(*args, f"--out_dir={plain}").returncode == 0
