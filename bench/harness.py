@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from contextlib import nullcontext, redirect_stderr, redirect_stdout
 
 import numpy as np
@@ -86,14 +87,31 @@ def train_here(*args):
     OMP_NUM_THREADS=1), in the repository root. No interpreter start and no torch import: 1.4 s less per
     run on a 2-core host. A run that needs a process of its own (a fault that kills it, torchrun's
     ranks, an environment of its own) goes through run()."""
-    script, saved = os.path.join(ROOT, "train.py"), (sys.argv, torch.get_num_threads(), os.getcwd())
+    return _here(os.path.join(ROOT, "train.py"), args)
+
+
+def run_tool(module, *args):
+    """`python -m module args` (a bench tool), in this process as train_here runs train.py (IN_PROCESS, from
+    the main thread; otherwise a subprocess): the same CompletedProcess, without an interpreter's start."""
+    if IN_PROCESS and threading.current_thread() is threading.main_thread():
+        return _here(module, args, as_module=True)
+    return run([sys.executable, "-m", module, *args])
+
+
+def _here(target, args, as_module=False):
+    saved = (sys.argv, torch.get_num_threads(), os.getcwd())
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
-    sys.argv = [script, *args]
+    sys.argv = [target, *args]
     torch.set_num_threads(1)
     os.chdir(ROOT)
     try:
         with redirect_stdout(stdout), redirect_stderr(stderr):
-            runpy.run_path(script, run_name="__main__")
+            if as_module:
+                with warnings.catch_warnings():  # a module the tests imported already: run afresh, as -m does
+                    warnings.filterwarnings("ignore", "'.*' found in sys.modules", RuntimeWarning)
+                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
     except SystemExit as e:  # sys.exit(message): the message on stderr, status 1, as Python does
         code = e.code if isinstance(e.code, int) or e.code is None else print(e.code, file=stderr) or 1
     except Exception:  # what the interpreter would print (a Ctrl-C still stops the tests)
@@ -104,7 +122,8 @@ def train_here(*args):
         torch.set_num_threads(saved[1])
         os.chdir(saved[2])
         torch.use_deterministic_algorithms(False)  # deterministic=True sets it for the process
-    return subprocess.CompletedProcess([sys.executable, script, *args], code or 0, stdout.getvalue(), stderr.getvalue())
+    command = [sys.executable, *(["-m"] if as_module else []), target, *args]
+    return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
 
 
 def torchrun(nproc, *args, env=None, timeout=600):

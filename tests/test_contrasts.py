@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bench import contrasts, summary
-from bench.harness import run
+from bench.harness import run, run_tool
 from conftest import assert_one_line_error
 from test_frontier import fabricate
 
@@ -50,12 +50,12 @@ def test_cli_table_json_and_one_line_errors(tmp_path):
     assert "| C1 | train_shakespeare_char_24comm/half | train_shakespeare_char_24comm/ref | 3 | +0.0167" in result.stdout
     assert [c["name"] for c in json.loads(out.read_text())] == ["C1", "C2"]
     runs = str(tmp_path / "runs")
-    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "halve", "ref"]),
+    assert_one_line_error(run_tool("bench.contrasts", runs, "--contrast", "C1", "halve", "ref"),
                           "no setting 'halve'", "train_shakespeare_char_24comm/half")
-    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "half", "ref",
-                               "--contrast", "C1", "drop", "ref"]), "names must differ")
-    assert_one_line_error(run([sys.executable, "-m", "bench.contrasts", runs, "--contrast", "C1", "half", "ref",
-                               "--tost", "-1"]), "--tost=-1.0")
+    assert_one_line_error(run_tool("bench.contrasts", runs, "--contrast", "C1", "half", "ref",
+                                   "--contrast", "C1", "drop", "ref"), "names must differ")
+    assert_one_line_error(run_tool("bench.contrasts", runs, "--contrast", "C1", "half", "ref", "--tost", "-1"),
+                          "--tost=-1.0")
 
 
 def test_seeds_on_a_gpu_and_a_cpu_are_one_setting_where_they_computed_the_same(tmp_path):
@@ -107,11 +107,11 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
     (gpu_run / "run_info.json").unlink()  # one run without a class, its twin with one: cannot be checked
     with pytest.raises(summary.SummaryError, match="has no numerics class"):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
-    result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref"])
+    result = run_tool("bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref")
     assert_one_line_error(result, "has no numerics class")
     # the summary and the frontier pair every setting with 24comm: they refuse the same pair
     for tool in (["bench.summarize", "--out", str(tmp_path / "summary")], ["bench.frontier", "--gpu", ""]):
-        result = run([sys.executable, "-m", tool[0], str(tmp_path / "runs"), *tool[1:]])
+        result = run_tool(tool[0], str(tmp_path / "runs"), *tool[1:])
         assert_one_line_error(result, "has no numerics class")
 
 
@@ -135,7 +135,7 @@ def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled
     assert c1["by_class"]["NVIDIA H200, float32, TF32"]["seeds"] == [2]
     assert c1["by_class"]["NVIDIA H200, float32, TF32"]["mean"] == pytest.approx(0.02)
     # bench.summarize prints the same split under each paired row
-    result = run([sys.executable, "-m", "bench.summarize", str(tmp_path / "runs"), "--out", str(tmp_path / "summary")])
+    result = run_tool("bench.summarize", str(tmp_path / "runs"), "--out", str(tmp_path / "summary"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "    of which NVIDIA H200, float32, TF32, seeds 2: +0.0200" in result.stdout
     assert "    of which cpu AMD EPYC AVX2, float32, seeds 1,3: +0.0150" in result.stdout

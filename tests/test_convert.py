@@ -2,15 +2,14 @@
 
 import json
 import os
-import sys
 
 import pytest
 import torch
 from torch.nn import functional as F
 
 import checkpoint as ckpt
-from bench.harness import run, run_train
-from conftest import ROOT, TINY, assert_one_line_error
+from bench.harness import run_tool, run_train
+from conftest import TINY, assert_one_line_error
 from model import GPT, GPTConfig, parse_block_schedule, pattern_at
 from test_model import SMALL, batch, make, randomize, reference_forward, rel_err
 
@@ -217,8 +216,8 @@ def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
     source = tmp_path / "gpt2-tiny"
     hf.save_pretrained(str(source))
     out = tmp_path / "out"
-    result = run([sys.executable, "-m", "bench.sensitivity", str(source), "--tp_size=2",
-                  "--eval_batches=2", "--batch_size=3", f"--data_dir={char_data}", f"--out={out}"])
+    result = run_tool("bench.sensitivity", str(source), "--tp_size=2", "--eval_batches=2", "--batch_size=3",
+                      f"--data_dir={char_data}", f"--out={out}")
     assert result.returncode == 0, result.stderr[-2000:]
     with open(out / "gpt2-tiny.json") as f:
         study = json.load(f)
@@ -234,6 +233,5 @@ def test_sensitivity_of_pretrained_gpt2(char_data, tmp_path):
     for r in greedy:
         spd = {i for i, kind in enumerate(r["kinds"]) if kind == "spd"}
         assert spd == set(study["ranking"][:8 - r["syncs"]]) and r["kinds"].count("tp") == r["syncs"] - 4
-    bad = run([sys.executable, "-m", "bench.sensitivity", str(source), "--tp_size=3",
-               f"--data_dir={char_data}", f"--out={out}"])
+    bad = run_tool("bench.sensitivity", str(source), "--tp_size=3", f"--data_dir={char_data}", f"--out={out}")
     assert_one_line_error(bad, "n_head=4 is not divisible by tp_size=3")

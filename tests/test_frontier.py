@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from bench import contrasts, frontier, summary
-from bench.harness import run
+from bench.harness import run, run_tool
 from bench.step_time import gpt2_projection, reliability_tables
 from conftest import assert_one_line_error
 
@@ -216,7 +216,7 @@ def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
     # the network is named as having none, not left out of the answer
     for d in (tmp_path / "runs").glob("24comm-b1_reliable-*"):
         shutil.rmtree(d)
-    result = run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--target", "0.005", "--out", str(out)])
+    result = run_tool("bench.frontier", str(tmp_path / "runs"), "--target", "0.005", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     text = (out / "frontier.md").read_text()
     assert "No setting reached the target at every seed on: bernoulli 0.01 (the most often: " in text
@@ -225,9 +225,8 @@ def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
         for f in d.iterdir():
             f.unlink()
         d.rmdir()
-    assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs")]), "no lossless 24comm runs")
-    assert_one_line_error(run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--gpu", "nope.json"]),
-                          "--gpu='nope.json'")
+    assert_one_line_error(run_tool("bench.frontier", str(tmp_path / "runs")), "no lossless 24comm runs")
+    assert_one_line_error(run_tool("bench.frontier", str(tmp_path / "runs"), "--gpu", "nope.json"), "--gpu='nope.json'")
 
 
 def test_time_to_target_takes_the_measured_compute_when_given():

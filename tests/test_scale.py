@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.harness import run
+from bench.harness import run, run_tool
 from bench.studies.scale import power, slope
 
 COLUMNS = ["kind", "run", "config", "setting", "paired_n", "paired_diff_mean", "paired_diff_std"]
@@ -258,12 +258,12 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
     settings = ["drop1", "drop5", "ladder", "half"]
     args = []
     for w in whole:
-        result = run([sys.executable, "-m", "bench.summarize", runs, "--seeds", ",".join(map(str, whole[w])),
-                      "--reference", f"train_shakespeare_char_24comm/w{w}_ref24", "--out", str(tmp_path / f"w{w}")])
+        result = run_tool("bench.summarize", runs, "--seeds", ",".join(map(str, whole[w])),
+                          "--reference", f"train_shakespeare_char_24comm/w{w}_ref24", "--out", str(tmp_path / f"w{w}"))
         assert result.returncode == 0, result.stderr[-2000:]
         args += ["--width", f"{w}={tmp_path / f'w{w}' / 'experiment_summary.csv'}"]
-    result = run([sys.executable, "-m", "bench.studies.scale.slope", *args, "--settings",
-                  *[f"24comm/{s}" for s in settings], "--json", str(tmp_path / "slope.json")])
+    result = run_tool("bench.studies.scale.slope", *args, "--settings", *[f"24comm/{s}" for s in settings],
+                      "--json", str(tmp_path / "slope.json"))
     assert result.returncode == 0, result.stderr[-2000:]
     fitted = {r["name"]: r for r in json.loads((tmp_path / "slope.json").read_text())}
     for s in settings:

@@ -5,17 +5,14 @@ hand); bench/tolerance.py on hand-made rows. The statistics themselves: tests/te
 import csv
 import json
 import math
-import os
-import sys
 
 import pytest
 
-from bench.harness import run
-from conftest import ROOT, assert_one_line_error
+from bench.harness import run_tool
+from conftest import assert_one_line_error
 
 from bench import summary, tolerance
 
-SUMMARIZE = ["-m", "bench.summarize"]
 
 
 def test_iters_to_target_interpolates_between_evals():
@@ -86,7 +83,7 @@ def summarize_runs(tmp_path, *args):
     if not sweep.exists():
         fabricate_runs(sweep)
     out = tmp_path / "summary"
-    result = run([sys.executable, *SUMMARIZE, str(sweep), "--out", str(out), *args])
+    result = run_tool("bench.summarize", str(sweep), "--out", str(out), *args)
     return result, out
 
 
@@ -193,7 +190,6 @@ def test_summary_seeds_option_keeps_only_those_seeds(tmp_path):
     assert_one_line_error(none, "no runs of seeds [9]")
 
 
-TOLERANCE = ["-m", "bench.tolerance"]
 TOLERANCE_COLUMNS = ["kind", "status", "run", "config", "seed", "iters", "sync_points", "loss_model", "loss_rate",
                      "ge_preset", "loss_fwd", "loss_bwd", "final_val_loss"]
 
@@ -230,7 +226,7 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
                            ("gilbert_elliott", 0.0): [0.0, 0.0, 0.0, 0.0]})
     path = tmp_path / "summary.csv"
     write_rows(path, rows)
-    result = run([sys.executable, *TOLERANCE, str(path), "--plot", str(tmp_path / "cost.png")])
+    result = run_tool("bench.tolerance", str(path), "--plot", str(tmp_path / "cost.png"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cost.png").stat().st_size > 0
     lines = {line.split("|")[2].strip(): line for line in result.stdout.splitlines() if line.startswith("| a.py")}
@@ -244,21 +240,21 @@ def test_tolerance_pairs_each_lossy_run_with_its_lossless_twin(tmp_path):
 
     floor = tmp_path / "noise_floor.json"  # 0.3%: 95% CI [-0.0016, +0.0026] inside +-0.005; 1% outside
     floor.write_text(json.dumps([{"dense": "a", "tp": "a", "max_abs": 0.005}]))
-    with_floor = run([sys.executable, *TOLERANCE, str(path), f"--noise_floor={floor}"])
+    with_floor = run_tool("bench.tolerance", str(path), f"--noise_floor={floor}")
     cells = {line.split("|")[2].strip(): line for line in with_floor.stdout.splitlines() if line.startswith("| a.py")}
     assert cells["bern0.003"].endswith("| no | yes |") and cells["bern0.01"].endswith("| yes | no |")
-    not_floor = run([sys.executable, *TOLERANCE, str(path), f"--noise_floor={path}"])
+    not_floor = run_tool("bench.tolerance", str(path), f"--noise_floor={path}")
     assert_one_line_error(not_floor, "--noise_floor", "not a noise_floor.json")
-    wrong = run([sys.executable, *TOLERANCE, str(path), "--reference=config/b.py"])
+    wrong = run_tool("bench.tolerance", str(path), "--reference=config/b.py")
     assert_one_line_error(wrong, "--reference 'config/b.py' is not a config", "config/a.py")
 
     write_rows(path, [r for r in rows if r["loss_rate"] != 0.01])  # without the resolved 1%: every rate unresolved
-    only_small = run([sys.executable, *TOLERANCE, str(path)])
+    only_small = run_tool("bench.tolerance", str(path))
     assert "| a.py | >= 0.30% (none resolved) | +0.0005 |" in only_small.stdout, only_small.stdout
 
     rows[-1]["final_val_loss"] += 1e-7  # seed 4's zero control one rounding step off its lossless twin
     write_rows(path, rows)
-    broken = run([sys.executable, *TOLERANCE, str(path)])
+    broken = run_tool("bench.tolerance", str(path))
     assert broken.returncode == 1 and "| a.py | ge-zero | 4 | NO | +1e-07 |" in broken.stdout
     assert_one_line_error(broken, "control(s) a.py ge-zero dropped no packet")
 
@@ -270,8 +266,8 @@ def test_tolerance_plan_lists_unresolved_costs_with_the_seeds_they_need(tmp_path
     path = tmp_path / "summary.csv"
     write_rows(path, tolerance_rows({("bernoulli", 0.01): [0.010, 0.012, 0.011, 0.013],
                                      ("bernoulli", 0.03): [0.02 + spread, 0.02 - spread, 0.02 + spread, 0.02 - spread]}))
-    assert "Planning" not in run([sys.executable, *TOLERANCE, str(path)]).stdout  # only when asked for
-    result = run([sys.executable, *TOLERANCE, str(path), "--plan"])
+    assert "Planning" not in run_tool("bench.tolerance", str(path)).stdout  # only when asked for
+    result = run_tool("bench.tolerance", str(path), "--plan")
     assert result.returncode == 0, result.stderr
     planned = [line for line in result.stdout.split("Planning", 1)[1].splitlines() if line.startswith("| a.py")]
     assert planned == ["| a.py: bern0.03 | +0.0200 | 0.0200 | 10 | 13 (of 2) |"]
@@ -327,7 +323,7 @@ def test_time_to_target_projects_measured_iterations(tmp_path):
     in all (bench/step_time.json holds the same). 5 micro-steps: 0.026154 min per iteration."""
     sweep = tmp_path / "sweep"
     fabricate_runs(sweep)
-    result = run([sys.executable, "-m", "bench.time_to_target", str(sweep), "--out", str(tmp_path)])
+    result = run_tool("bench.time_to_target", str(sweep), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in result.stdout.splitlines() if line.startswith("| train_")}
@@ -346,8 +342,7 @@ def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     run_dir = tmp_path / "run"
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={run_dir}", "--max_iters=10",
                      "--always_save_checkpoint=True", "--tp_size=2", "--block_types=tp").returncode == 0
-    script = ["-m", "bench.eval_noise"]
-    result = run([sys.executable, *script, str(run_dir), str(run_dir), f"--data_dir={char_data}"])
+    result = run_tool("bench.eval_noise", str(run_dir), str(run_dir), f"--data_dir={char_data}")
     assert result.returncode == 0, result.stderr
     rows = [line.split("|") for line in result.stdout.splitlines()
             if line.startswith("| run | ") and "| seed |" not in line]
@@ -357,7 +352,7 @@ def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     last = json.loads(metrics[-1])
     last["val_loss"] += 0.01
     (run_dir / "metrics.jsonl").write_text("\n".join(metrics[:-1] + [json.dumps(last)]) + "\n")
-    assert_one_line_error(run([sys.executable, *script, str(run_dir), f"--data_dir={char_data}"]),
+    assert_one_line_error(run_tool("bench.eval_noise", str(run_dir), f"--data_dir={char_data}"),
                           "differs from the logged", "not train.py's eval batches")
 
 

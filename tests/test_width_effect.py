@@ -2,9 +2,9 @@
 checked on hand-computed numbers."""
 
 import csv
-import sys
 
-from conftest import assert_one_line_error, run
+from bench.harness import run_tool
+from conftest import assert_one_line_error
 
 FIELDS = ["kind", "status", "config", "setting", "seed", "loss_model", "final_val_loss"]
 
@@ -24,7 +24,7 @@ def write_summary(path, losses):
 
 
 def width_effect(*args):
-    return run([sys.executable, "-m", "bench.width_effect", *args])
+    return run_tool("bench.width_effect", *args)
 
 
 def test_the_change_with_width_by_hand(tmp_path):
