@@ -27,7 +27,7 @@ class PassContexts:
         this rank's shard and gather it again in the backward pass: Megatron-SP's saving, 1/T of that memory
         for one all-gather more per saved state (counted in the bytes moved). Elsewhere nothing changes."""
         if not (self.sequence_parallel and self.moves_bytes and torch.is_grad_enabled()) or self.link.loses(FWD) \
-                or torch.compiler.is_compiling():
+                or self.sync_dtype is not None or torch.compiler.is_compiling():  # quantized: own shard exact, others' not
             yield
             return
         self.shards = {}

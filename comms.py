@@ -4,7 +4,7 @@ Every tensor-parallel (TP) collective of the model, and the execution mode that 
 The model never talks to a process group or to the network itself: it calls
 `comm.sync(b, d, point)` at each sync point (a ladder block: `comm.send(d, point, later=True)`,
 then `comm.land` a sublayer later; under sequence parallelism a sync is a reduce-scatter and an
-all-gather, `_sequence_sync`), and that is where a sync is counted, where the link
+all-gather, comm_sequence.py's `_sequence_sync`), and that is where a sync is counted, where the link
 (links.py) drops packets, and where the modes differ. Each collective is a small
 autograd.Function (the picotron style) and is the identity when tp_size == 1. The mode is an
 object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in both classes:
@@ -30,6 +30,7 @@ import torch.distributed._functional_collectives as funcol
 from counting import SyncCounter
 from comm_contexts import PassContexts
 from comm_params import DistParams, SharedParams, SimParams
+from comm_sequence import SequenceHalves
 from links import BWD, FWD, LosslessLink, exchange
 from quantize import SYNC_DTYPES, decode, from_bytes, quantized, to_bytes, wire_bytes, wire_encode
 
@@ -83,43 +84,6 @@ class _Land(torch.autograd.Function):
         return grad, summed, None, None  # summed: _Sync's backward reads it only after the wait
 
 
-class _ReduceScatter(torch.autograd.Function):
-    """Sequence parallelism's first half (DESIGN section 10): every rank's partials d (R, B, L, C) -> for each
-    rank r held here, the sum over ranks of their rank-r tokens (R, B, L/T, C), rank j's through link j -> r.
-    Its backward is the mirror: an all-gather of those sums' gradients (comm.gather, a lost packet: zeros)."""
-
-    @staticmethod
-    def forward(ctx, d, comm, point):
-        ctx.comm, ctx.point, ctx.d_shape = comm, point, d.shape
-        comm.count(point, FWD, d)  # one sync, its bytes those of the whole message (as an all-reduce's)
-        return comm.scatter(d, FWD, point)
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad_d = ctx.comm.gather(grad, BWD, ctx.point)[0]
-        ctx.comm.count(ctx.point, BWD, grad_d)
-        return grad_d.expand(ctx.d_shape), None, None
-
-
-class _AllGather(torch.autograd.Function):
-    """Sequence parallelism's second half: each rank's synced shard (R, B, L/T, C) -> each rank's whole
-    sequence (R, B, L, C), rank j's tokens through link j -> r; an element of a lost packet keeps `kept`, the
-    receiver's own state from before the sync (b_r + d_r; None when the link loses nothing). Its backward is
-    the mirror, a reduce-scatter of the gradients (comm.scatter); a kept element's gradient goes to `kept`
-    (a rank's own state never crosses a link)."""
-
-    @staticmethod
-    def forward(ctx, shard, kept, comm, point):
-        ctx.comm, ctx.point = comm, point
-        out, ctx.lost = comm.gather(shard, FWD, point, kept)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad_kept = None if ctx.lost is None else torch.where(ctx.lost, grad, 0)
-        return ctx.comm.scatter(grad, BWD, ctx.point), grad_kept, None, None
-
-
 class _AllReduceSum(torch.autograd.Function):
     """A lossless `dist` sync under torch.compile: a functional all-reduce, which the compiler
     traces (no Python side effects); its backward all-reduces the gradient (the mirror exchange)."""
@@ -134,7 +98,7 @@ class _AllReduceSum(torch.autograd.Function):
         return funcol.all_reduce(grad.contiguous(), "sum", ctx.group), None
 
 
-class TPComm(PassContexts, SharedParams):
+class TPComm(PassContexts, SharedParams, SequenceHalves):
     """What both modes share: tp_size, the link, the sync counter, the route of a sync. A subclass
     (SimComm, DistComm) says how a message crosses (`cross`; `_sum_traced` under torch.compile)."""
 
@@ -160,51 +124,6 @@ class TPComm(PassContexts, SharedParams):
             synced = self._sequence_sync(b[..., :shared], d[..., :shared], point)
             return torch.cat([synced.expand(*private.shape[:-1], shared), private], dim=-1)
         return self._sequence_sync(b, d, point) if self.sequence_parallel else b + self.send(d, point)
-
-    @getattr(torch, "_disable_dynamo", torch.compiler.disable)  # eager, as a lossy sync (see _eager_send)
-    def _sequence_sync(self, b, d, point):
-        """A sync under sequence parallelism (DESIGN section 10): every rank's partials reduce-scattered into
-        the shard of b of each rank's own L/T tokens, then the shards all-gathered: each rank's whole-sequence
-        state (Rb, B, L, C). Lossless, the same sum as an all-reduce; a lost all-gather element keeps b_r + d_r."""
-        if b.shape[2] % self.tp_size:
-            raise ValueError(f"sequence_parallel: a sequence of {b.shape[2]} tokens does not split into "
-                             f"tp_size={self.tp_size} shards of equal length")
-        kept = b + d if self.link.loses(FWD) else None  # each rank's state before the sync
-        shard = self.tokens_of(b) + _ReduceScatter.apply(d, self, point)  # (R, B, L/T, C)
-        gathered = _AllGather.apply(shard, kept, self, point)
-        self.keep_shard(gathered, shard)  # saving_shards: what autograd saves of it, kept as this shard
-        return gathered
-
-    def tokens_of(self, x, rank=None):
-        """x (Rx, B, L, C) -> (R, B, L/T, C): each rank held here, its own tokens of its row of x (Rx == 1:
-        every rank's row); rank: x (B, L, C), that rank's tokens (B, L/T, C)."""
-        n = x.shape[-2] // self.tp_size
-        if rank is not None:
-            return x[:, rank * n:(rank + 1) * n]
-        return torch.stack([x[min(i, x.shape[0] - 1), :, r * n:(r + 1) * n] for i, r in enumerate(self.ranks)])
-
-    def _reduced(self, messages, r, direction, point):
-        """Rank r's reduce-scatter: messages[j] (B, L/T, C) rank j's partials of r's tokens -> their sum as r
-        receives it, every other rank's through link j -> r (section 9's options: links.LossyLink.receive)."""
-        own = messages[r].reshape(-1).clone()
-        return self.link.receive(own, [m.reshape(-1) for m in messages], r, direction, point).view_as(messages[r])
-
-    def _gathered(self, shards, r, kept, direction, point):
-        """Rank r's all-gather: shards[j] (B, L/T, C) rank j's synced tokens -> (B, L, C) as r receives them, and
-        which elements were lost (they keep `kept`, r's (B, L, C), or zeros). The packets' statistics are the
-        all-gather's own: point + '/gather'."""
-        parts, lost = [], []
-        for j, part in enumerate(shards):
-            if j == r:  # its own shard never crosses a link
-                parts.append(part)
-                lost.append(torch.zeros_like(part, dtype=torch.bool))
-                continue
-            n_packets, per_packet = self.link.packets(part.numel(), part.element_size())
-            arrived = self.link.arrived(j, r, direction, f"{point}/gather", n_packets, part.device)
-            arrived = arrived.repeat_interleave(per_packet)[:part.numel()].view_as(part)
-            parts.append(torch.where(arrived, part, 0 if kept is None else self.tokens_of(kept, j)))
-            lost.append(~arrived)
-        return torch.cat(parts, dim=1), torch.cat(lost, dim=1)
 
     def send(self, d, point, later=False):
         """The route of every sync: what each rank held here receives of every rank's partials d (its own
@@ -281,9 +200,8 @@ class TPComm(PassContexts, SharedParams):
         self.counter.add(point, self.message_bytes(x, direction), int(direction == FWD), int(direction == BWD))
         link = self.link
         if link.lossy and not link.loses(direction) and self.sequence_parallel:  # both halves' packets (and a
-            n_packets = link.packets(x[0].numel() // self.tp_size, x.element_size())[0]  # reliable link's resends),
-            for phase in (point, f"{point}/gather"):  # each link a 1/T of the message
-                link.deliver(phase, direction, n_packets, self.ranks, self.tp_size, x.device)
+            for phase in (point, f"{point}/gather"):  # reliable link's resends), each link a 1/T of the message
+                link.deliver(phase, direction, self.half_packets(x), self.ranks, self.tp_size, x.device)
         elif link.lossy and not link.loses(direction):  # lossless direction of a lossy link (or a reliable one):
             # count its packets on the links j -> r into the ranks this process holds, and draw any resends
             n_packets = link.layout(x[0].shape, self.sync_dtype or x.dtype, direction)[0]
@@ -334,21 +252,24 @@ class SimComm(TPComm, SimParams):
     def scatter(self, x, direction, point):
         """Reduce-scatter (sequence parallelism): x (Rx, B, L, C) every rank's message ((1, ...): already the
         sum) -> (R, B, L/T, C), each rank's own tokens of the sum as it receives it."""
-        if not self.link.loses(direction):
+        if not self.link.loses(direction) and self.sync_dtype is None:
             return self.tokens_of(self._sum_traced(x))
         x = x.expand(self.local_ranks, *x.shape[1:])
-        return torch.stack([self._reduced([self.tokens_of(x[j], r) for j in self.ranks], r, direction, point)
+        return torch.stack([self._reduced(self.tokens_of(x[r], r), [self.scatter_wire(self.tokens_of(x[j], r), j, direction)
+                                                                   for j in self.ranks], r, direction, point)
                             for r in self.ranks])
 
     def gather(self, shard, direction, point, kept=None):
         """All-gather (sequence parallelism): shard (R, B, L/T, C), rank r's own tokens -> (whole sequence as
         each rank receives it (R, B, L, C), (1, ...) while all agree; lost elements (R, B, L, C) or None)."""
-        if not self.link.loses(direction):
+        if not self.link.loses(direction) and self.sync_dtype is None:
             whole = shard.transpose(0, 1).reshape(1, shard.shape[1], -1, shard.shape[-1])  # rank-major tokens
             return whole.expand(self.local_ranks, *whole.shape[1:]) if self.link.loses(BWD) else whole, None
-        received = [self._gathered(list(shard.unbind(0)), r, None if kept is None else kept[min(r, kept.shape[0] - 1)],
-                                   direction, point) for r in self.ranks]
-        return tuple(torch.stack(parts) for parts in zip(*received))
+        shard = shard.expand(self.local_ranks, *shard.shape[1:])
+        wires = [self.gather_wire(s) for s in shard.unbind(0)]  # each rank's shard as it crosses
+        outs, lost = zip(*[self._gathered(shard[r], wires, r, None if kept is None else kept[min(r, kept.shape[0] - 1)],
+                                          direction, point) for r in self.ranks])
+        return torch.stack(outs), None if lost[0] is None else torch.stack(lost)
 
 
 class DistComm(TPComm, DistParams):
@@ -409,31 +330,41 @@ class DistComm(TPComm, DistParams):
 
     def scatter(self, x, direction, point):
         """Reduce-scatter (sequence parallelism): this rank's message x (1, B, L, C) -> (1, B, L/T, C) its own
-        tokens of the sum: a reduce-scatter, or over a lossy link all_to_all and a sum at the receiver."""
+        tokens of the sum: a reduce-scatter; lossy or quantized, all_to_all of each rank's chunk for each
+        (its wire bytes: payload and scales) and the sum at the receiver."""
         with self.timed():
             B, L, C = x.shape[1:]
             chunks = x[0].reshape(B, self.tp_size, L // self.tp_size, C).transpose(0, 1).contiguous()  # (T, B, L/T, C)
-            self.counter.moved_bytes += chunks.numel() * chunks.element_size()
-            if not self.link.loses(direction):
+            if not self.link.loses(direction) and self.sync_dtype is None:
+                self.counter.moved_bytes += chunks.numel() * chunks.element_size()
                 out = torch.empty_like(chunks[0])
                 _reduce_scatter(out, chunks.flatten(0, 1), group=self.group)  # gloo: (T*B, ...)
                 return out.unsqueeze(0)
-            parts = list(torch.empty_like(chunks).unbind(0))  # parts[j]: rank j's partials of this rank's tokens
-            dist.all_to_all(parts, list(chunks.unbind(0)), group=self.group)
-            return self._reduced(parts, self.rank, direction, point).unsqueeze(0)
+            wires = [self.scatter_wire(chunk, self.rank, direction) for chunk in chunks]  # one for each rank
+            sent = wires if self.sync_dtype is None else [to_bytes(*w) for w in wires]
+            received = list(torch.empty_like(torch.stack(sent)).unbind(0))  # [j]: what rank j sent this rank
+            dist.all_to_all(received, sent, group=self.group)
+            self.counter.moved_bytes += sum(m.numel() * m.element_size() for m in sent)
+            if self.sync_dtype is not None:
+                received = [from_bytes(m, self.sync_dtype, wires[0][0].shape[-1]) for m in received]
+            return self._reduced(chunks[self.rank], received, self.rank, direction, point).unsqueeze(0)
 
     def gather(self, shard, direction, point, kept=None):
         """All-gather (sequence parallelism): shard (1, B, L/T, C) this rank's tokens -> (the whole sequence as
-        it receives it (1, B, L, C), its lost elements or None): an all-gather, masked if lossy."""
+        it receives it (1, B, L, C), its lost elements or None): an all-gather (quantized: of its wire bytes),
+        masked if lossy."""
         with self.timed():
             shard = shard[0].contiguous()
-            self.counter.moved_bytes += shard.numel() * shard.element_size()
-            parts = shard.new_empty(self.tp_size, *shard.shape)  # (T, B, L/T, C)
-            _all_gather(parts.flatten(0, 1), shard, group=self.group)
-            if not self.link.loses(direction):
+            sent = shard if self.sync_dtype is None else to_bytes(*self.gather_wire(shard))
+            self.counter.moved_bytes += sent.numel() * sent.element_size()
+            parts = sent.new_empty(self.tp_size, *sent.shape)  # (T, ...): every rank's
+            _all_gather(parts.flatten(0, 1), sent, group=self.group)
+            if not self.link.loses(direction) and self.sync_dtype is None:
                 return parts.transpose(0, 1).reshape(1, shard.shape[0], -1, shard.shape[-1]), None
-            out, lost = self._gathered(list(parts.unbind(0)), self.rank, None if kept is None else kept[0], direction, point)
-            return out.unsqueeze(0), lost.unsqueeze(0)
+            wires = list(parts.unbind(0)) if self.sync_dtype is None else \
+                [from_bytes(p, self.sync_dtype, shard.shape[-1]) for p in parts]
+            out, lost = self._gathered(shard, wires, self.rank, None if kept is None else kept[0], direction, point)
+            return out.unsqueeze(0), None if lost is None else lost.unsqueeze(0)
 
 
 MODES = {"sim": SimComm, "dist": DistComm}

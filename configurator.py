@@ -202,12 +202,8 @@ def check_train_config(config):
                           f"crosses a link")
 
 
-# what sequence parallelism is not built with yet, and why (DESIGN section 10 defines it for the rest)
-SP_NOT_BUILT = {"sync_dtype": ("", "a quantized reduce-scatter is not built")}
-
-
 def check_sequence_parallel(config):
-    """sequence_parallel=True: what it needs, and the keys it is not built with, each in one line."""
+    """sequence_parallel=True: what it needs (DESIGN section 10), each mistake in one line."""
     if config.get("tp_size", 1) < 2:
         raise ConfigError(f"sequence_parallel=True needs tp_size > 1 (tp_size={config.get('tp_size')}): "
                           f"with one rank there is no sequence to split")
@@ -217,10 +213,6 @@ def check_sequence_parallel(config):
     if "ladder" in f"{config.get('block_types', '')},{config.get('block_schedule', '')}":
         raise ConfigError("sequence_parallel=True with ladder blocks: a sublayer would need the all-gather of a "
                           "state whose reduce-scatter lands just before it, so that gather could not be hidden")
-    for key, (allowed, why) in SP_NOT_BUILT.items():
-        if key in config and config[key] != allowed:
-            raise ConfigError(f"sequence_parallel=True with {key}={config[key]!r}: not built ({why}); "
-                              f"use {key}={allowed!r}")
 
 
 def train_defaults(train_py=None):

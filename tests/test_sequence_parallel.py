@@ -97,6 +97,47 @@ def test_a_lossy_sequence_parallel_sync_against_a_per_rank_reference():
             assert torch.allclose(tokens(b_.grad[r], s, T), own + kept_grad, rtol=0, atol=1e-12), (r, s)
 
 
+def int8_codec(x):
+    """int8 as the wire carries it, written out: a float32 scale per token (absmax / 127), values rounded."""
+    scale = (x.abs().amax(-1, keepdim=True).clamp(min=1e-30) / 127).float().double()
+    return (x / scale).round().clamp(-127, 127) * scale
+
+
+def test_an_int8_sequence_parallel_sync_against_a_per_rank_reference():
+    """sync_dtype='int8' under SP (two-shot): each half sends its message quantized per token, a rank's own
+    contribution exact; over a lossy forward link a packet carries whole rows with their scales. The backward
+    mirrors (lossless here) are quantized too: a reduce-scatter of the gradients, then an all-gather."""
+    T, B, L, C = 3, 2, 6, 5
+    g = torch.Generator().manual_seed(0)
+    b, d, grad_out = (torch.randn(T, B, L, C, generator=g, dtype=torch.float64) for _ in range(3))
+    make = lambda: LossyLink(BernoulliLoss(0.3), seed=4, packet_bytes=24, directions=(FWD,))  # 2 rows of 5 + 4 bytes
+    comm = SimComm(T, make(), sequence_parallel=True, sync_dtype="int8")
+    b_, d_ = b.clone().requires_grad_(), d.clone().requires_grad_()
+    out = comm.sync(b_, d_, "p")
+    out.backward(grad_out)
+
+    ref = make()  # per stream: the reduce-scatter's 2 packets (4 rows), then the all-gather's
+    rows = lambda j, r, point: ref.arrived(j, r, FWD, point, 2, "cpu").repeat_interleave(2).view(B, L // T, 1)
+    rs = {(j, r): rows(j, r, "p") for r in range(T) for j in range(T) if j != r}
+    ag = {(s, r): rows(s, r, "p/gather") for r in range(T) for s in range(T) if s != r}
+    shard = [tokens(b[r] + d[r], r, T) + sum(torch.where(rs[j, r], int8_codec(tokens(d[j], r, T)), 0)
+                                             for j in range(T) if j != r) for r in range(T)]
+    for r in range(T):
+        for s in range(T):
+            kept = tokens(b[r] + d[r], s, T)
+            expected = shard[r] if s == r else torch.where(ag[s, r], int8_codec(shard[s]), kept)
+            assert torch.allclose(tokens(out[r], s, T), expected, rtol=0, atol=1e-12), (r, s)
+    grad_shard = [tokens(grad_out[s], s, T) + sum(int8_codec(tokens(grad_out[r], s, T)) for r in range(T) if r != s)
+                  for s in range(T)]
+    for r in range(T):
+        for s in range(T):
+            kept_grad = 0 if s == r else torch.where(ag[s, r], 0, tokens(grad_out[r], s, T))
+            through = grad_shard[r] if s == r else int8_codec(grad_shard[s])
+            assert torch.allclose(tokens(d_.grad[r], s, T), through + kept_grad, rtol=0, atol=1e-12), (r, s)
+            own = grad_shard[r] if s == r else 0
+            assert torch.allclose(tokens(b_.grad[r], s, T), own + kept_grad, rtol=0, atol=1e-12), (r, s)
+
+
 @pytest.mark.parametrize("directions", [(FWD, BWD), (FWD,)])
 def test_each_half_counts_its_packets(directions):
     """Measured == analytic: per sync point and direction, each half sends T(T-1) messages of a 1/T of the
@@ -143,8 +184,7 @@ def test_sequence_parallel_config_errors():
     base = {**configurator.train_defaults(), "sequence_parallel": True}
     for overrides, needle in [({"block_types": "tp,ladder"}, "ladder blocks"),
                               ({"block_schedule": "0:tp;5:ladder"}, "ladder blocks"),
-                              ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33"),
-                              ({"sync_dtype": "int8"}, "sync_dtype='int8': not built")]:
+                              ({"tp_size": 1}, "needs tp_size > 1"), ({"block_size": 33}, "block_size=33")]:
         with pytest.raises(configurator.ConfigError, match=needle):
             configurator.check_train_config({**base, **overrides})
     configurator.check_train_config(base)  # the defaults with SP: allowed, and around megatron-core's layers
@@ -153,10 +193,13 @@ def test_sequence_parallel_config_errors():
         GPT(GPTConfig(**SMALL, tp_size=2, block_types="ladder"), SimComm(2, sequence_parallel=True))
 
 
-@pytest.mark.parametrize("extra", [[], pytest.param(["--sync_fraction=0.5"], marks=pytest.mark.slow)])
+@pytest.mark.parametrize("extra", [[], ["--sync_dtype=int8"], *(pytest.param(e, marks=pytest.mark.slow) for e in (
+    ["--sync_fraction=0.5"], ["--sync_dtype=int8", "--sync_rotation=hadamard"], ["--sync_dtype=bfloat16"],
+    ["--sync_dtype=int8", "--loss_model=none"]))])
 def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path, extra):
-    """Lossy SP: `dist` (reduce_scatter/all_to_all, all_gather) draws and computes what `sim` does;
-    its collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather); a partial sync too."""
+    """Lossy SP: `dist` (reduce_scatter/all_to_all, all_gather) draws and computes what `sim` does; its
+    collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather), quantized: their wire
+    bytes, payload and scales. A partial sync, int8 rotated, bfloat16, and int8 over a lossless network too."""
     args = [*SMALL_ARGS, f"--data_dir={char_data}", "--n_layer=4", "--max_iters=4", "--tp_size=2",
             "--block_types=tp,spd,parallel,spd", "--sequence_parallel=True", "--loss_model=bernoulli",
             "--loss_rate=0.05", "--packet_bytes=64", *extra]
@@ -173,8 +216,9 @@ def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path, e
         for key in ("packets_sent", "packets_lost", "packets_lost_bwd", "syncs_measured", "sync_bytes_per_token"):
             assert a.get(key) == b.get(key), (a["iter"], key)
         if "val_loss" not in b:
-            assert b["packets_lost"] > 0 and b["syncs_measured"] == b["sync_points"]
-            assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] * (1 + 1 / 2)
+            assert b["syncs_measured"] == b["sync_points"] and (b.get("packets_lost", 0) > 0) == ("--loss_model=none" not in extra)
+            if "--sync_rotation=hadamard" not in extra:  # rotated, the counted message is padded as one, the chunks each
+                assert b["sync_bytes_moved_per_token"] == b["sync_bytes_per_token"] * (1 + 1 / 2)
 
 
 @pytest.mark.parametrize("extra", [[], *(pytest.param(e, marks=pytest.mark.slow) for e in
