@@ -27,10 +27,10 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def build(pattern, link, comm_class=SimComm):
+def build(pattern, link, comm_class=SimComm, **sync):
     torch.manual_seed(0)
     config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2, block_types=pattern)
-    return GPT(config, comm_class(2, link_from(dict(LINKS.get(link, RELIABLE), seed=5))))
+    return GPT(config, comm_class(2, link_from(dict(LINKS.get(link, RELIABLE), seed=5)), **sync))
 
 
 def step(model, forward):
@@ -106,6 +106,21 @@ def test_compiled_equals_eager(pattern, link):
         assert torch.allclose(grads[name], grads_c[name], rtol=1e-4, atol=1e-7), name
     assert counts == counts_c and counts[0] == counts[1] == eager.sync_points == PATTERNS[pattern]
     if eager.comm.link.lossy:  # the same packets sent and lost
+        assert eager.comm.link.stats() == compiled.comm.link.stats()
+
+
+@pytest.mark.parametrize("pattern, link, sync", [("spd,parallel", "bernoulli", {}),
+                                                pytest.param("tp", "lossless", {"sync_dtype": "int8"}, marks=pytest.mark.slow)])
+def test_compiled_equals_eager_under_sequence_parallelism(pattern, link, sync):
+    """A GPU run compiles by default: an SP sync is a graph break (eager, as a lossy sync), the rest compiled."""
+    eager, compiled = (build(pattern, link, sequence_parallel=True, **sync) for _ in range(2))
+    loss, grads, counts = step(eager, eager)
+    loss_c, grads_c, counts_c = step(compiled, torch.compile(compiled, backend="aot_eager"))
+    assert torch.allclose(loss, loss_c, rtol=0, atol=1e-6), (loss, loss_c)
+    for name in grads:
+        assert torch.allclose(grads[name], grads_c[name], rtol=1e-4, atol=1e-7), name
+    assert counts == counts_c and counts[0] == counts[1] == PATTERNS[pattern]
+    if eager.comm.link.lossy:  # the same packets sent and lost, each half's
         assert eager.comm.link.stats() == compiled.comm.link.stats()
 
 
