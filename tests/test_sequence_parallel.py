@@ -255,3 +255,69 @@ def test_the_sp_studys_control_compares_every_logged_loss(tmp_path):
     control = json.loads(out.read_text())
     assert control["24comm"]["identical"] and control["24comm"]["records"] == 3
     assert not control["12comm"]["identical"] and 0 < control["12comm"]["max_abs_diff"] < 1e-8
+
+
+def test_the_sp_studys_observed_rates_per_half(tmp_path):
+    """bench/studies/sp_loss/halves.py: each half's packets lost / sent over both passes, per run, and pooled."""
+    from bench.harness import run_tool
+
+    def stats(points):  # {point: (lost, sent)} -> link_stats.json, both passes the same
+        row = lambda lost, sent: {"packets_lost": lost, "packets_sent": sent}
+        return {"points": {p: {"fwd": row(*c), "bwd": row(*c)} for p, c in points.items()}}
+    for config in ("24comm", "12comm"):
+        for seed, k in ((400, 1), (401, 3)):
+            for setting, points in (("b1", {"h0.mlp": (k, 100)}),
+                                    ("b1_sp", {"h0.mlp": (k, 100), "h0.mlp/gather": (2 * k, 100), "exit": (0, 100)})):
+                run = tmp_path / f"shakespeare_char_{config}-{setting}-s{seed}"
+                run.mkdir()
+                (run / "link_stats.json").write_text(json.dumps(stats(points)))
+    out = tmp_path / "halves.json"
+    result = run_tool("bench.studies.sp_loss.halves", str(tmp_path), "--seeds", "400-401", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    found = json.loads(out.read_text())["12comm"]
+    assert found["b1"]["all-reduce"] == dict(lowest=0.01, highest=0.03, pooled=0.02, seeds=2)
+    assert found["b1_sp"]["reduce-scatter"]["pooled"] == pytest.approx((2 + 6) / 800)  # h0.mlp and exit, both passes
+    assert found["b1_sp"]["all-gather"] == dict(lowest=0.02, highest=0.06, pooled=0.04, seeds=2)
+    missing = run_tool("bench.studies.sp_loss.halves", str(tmp_path), "--seeds", "400-402", "--out", str(out))
+    assert missing.returncode == 1 and "s402/link_stats.json: missing" in missing.stderr
+
+
+def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
+    """findings.md.j2 says 'in progress' until the plan's analysis writes family_A.json; then the report, its
+    answer following each verdict (a resolved cost, or unresolved at this power), from made-up outputs here."""
+    import csv
+    import os
+    import shutil
+    from bench import render
+    study = tmp_path / "sp_loss"
+    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs"))
+    (study / "runs").symlink_to(os.path.join(render.STUDIES, "sp_loss", "runs"))  # the seeds in so far
+    names = {"A1": ("24comm/b1_sp", "24comm/b1"), "A2": ("12comm/b1_sp", "12comm/b1"), "B1": ("24comm/b1", "24comm/lossless"),
+             "B2": ("24comm/b1_sp", "24comm/lossless"), "B3": ("12comm/b1", "12comm/lossless"),
+             "B4": ("12comm/b1_sp", "12comm/lossless")}
+    record = lambda name, mean, verdict: dict(name=name, a=f"train_shakespeare_char_{names[name][0]}", n=18,
+                                              b=f"train_shakespeare_char_{names[name][1]}", seeds=list(range(400, 418)),
+                                              mean=mean, ci_low=mean - 0.01, ci_high=mean + 0.01, p=0.001, p_holm=0.002,
+                                              verdict=verdict)
+    env, data = render.environment(), {"sp_loss": render.Study(str(study))}
+    text = env.get_template("bench/studies/sp_loss/findings.md.j2").render(**data)
+    assert "In progress" in text and "Family A" not in text
+    (study / "family_A.json").write_text(json.dumps([record("A1", 0.03, "resolved: A higher"),
+                                                     record("A2", 0.005, "unresolved")]))
+    (study / "family_B.json").write_text(json.dumps([record(f"B{i}", 0.02, "resolved: A higher") for i in range(1, 5)]))
+    half = dict(lowest=0.0099, highest=0.0101, pooled=0.01, seeds=18)
+    (study / "halves.json").write_text(json.dumps({c: {"b1": {"all-reduce": half}, "b1_sp": {"reduce-scatter": half,
+                                                   "all-gather": half}} for c in ("24comm", "12comm")}))
+    with open(study / "experiment_summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, ["kind", "run", "config", "setting", "tokens_per_s"])
+        writer.writeheader()
+        for config in ("24comm", "12comm"):
+            for setting in ("lossless", "b1", "b1_sp"):
+                writer.writerow(dict(kind="aggregate", run="", config=f"config/train_shakespeare_char_{config}.py",
+                                     setting=setting, tokens_per_s=1234.5))
+    text = env.get_template("bench/studies/sp_loss/findings.md.j2").render(sp_loss=render.Study(str(study)))
+    assert "In progress" not in text
+    assert "24comm's lossy cost is higher under SP than under all-reduce syncs, by +0.0300 [+0.0200, +0.0400] nats" in text
+    assert "12comm's is unresolved at this power (SP minus all-reduce +0.0050 [-0.0050, +0.0150] nats)" in text
+    assert "| A1 | 24comm/b1_sp - 24comm/b1 | 18 | +0.0300 [+0.0200, +0.0400] | 0.001 | 0.002 | resolved: A higher |" in text
+    assert "--seeds 400-417" in text and "1.000% (0.990-1.010% over 18 seeds)" in text and "b1_sp 1234" in text
