@@ -116,6 +116,15 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
         self.traced_delivery = False  # a reliable link's syncs traced by torch.compile: (element size, device)
         self.traced = False  # a sync was traced into a compiled graph (its bytes moved are not counted)
 
+    def describe(self):
+        """How a sync crosses, for the run's layout line: 'all-reduce', 'reduce-scatter + all-gather of int8, ...'."""
+        if self.tp_size == 1:
+            return "none (one rank)"
+        sent = [str(self.sync_dtype).removeprefix("torch.")] if self.sync_dtype is not None else []
+        sent += [f"{self.sync_fraction:g} of the channels"] if self.sync_fraction < 1 else []
+        how = "reduce-scatter + all-gather (sequence parallel)" if self.sequence_parallel else "all-reduce"
+        return how + (f" of {', '.join(sent)}" if sent else "")
+
     def sync(self, b, d, point):
         """One sync point, landing at once: for every rank r held here, b_r + d_r + sum_{j != r} Link_{j->r}(d_j)."""
         shared = round(self.sync_fraction * d.shape[-1])  # a partial sync: the other channels stay per rank

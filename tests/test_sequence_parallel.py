@@ -207,6 +207,8 @@ def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path, e
     assert run_train(*args, f"--out_dir={sim_dir}").returncode == 0
     result = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "syncs: reduce-scatter + all-gather (sequence parallel)" + (" of int8 |" if "--sync_dtype=int8" in extra else "") \
+        in result.stdout.splitlines()[0]  # the layout line says how a sync crosses
     sim, dst = records(sim_dir), records(dist_dir)
     assert [r["iter"] for r in sim] == [r["iter"] for r in dst]
     for a, b in zip(sim, dst):
