@@ -145,7 +145,7 @@ def test_the_options_apply_to_every_sync_scheme():
     assert all(torch.equal(a, b) for a, b in zip(clean[:2] + tuple(clean[2]), reliable[:2] + tuple(reliable[2])))
     outs = [forward_backward(link_from({**loss, **handling}), **scheme)[1] for handling in
             ({}, {"lost_fill": "rescale"}, {"sync_rotation": "hadamard"})]
-    assert len({round(float(x), 6) for x in [clean[1], *outs]}) == 4  # zero fill, rescale, rotation: each its own
+    assert len({round(x.item(), 6) for x in [clean[1].detach(), *(o.detach() for o in outs)]}) == 4  # zero fill, rescale, rotation: each its own
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
