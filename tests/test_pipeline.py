@@ -68,10 +68,12 @@ def test_pp2_equals_pp1_under_sequence_parallelism(char_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_pp2_tp2_dist_equals_pp1_sim_under_sequence_parallelism(char_data, tmp_path):
-    """Lossless SP across 4 processes (2 stages x 2 TP ranks), where what autograd saves of a gathered state
-    is kept as this rank's shard (comm_contexts.saving_shards) inside each stage, against pp=1 in `sim`."""
-    args = [*common(char_data, "7comm", "lossless"), "--sequence_parallel=True"]
+@pytest.mark.parametrize("link", ["lossless", "bernoulli"])
+def test_pp2_tp2_dist_equals_pp1_sim_under_sequence_parallelism(char_data, tmp_path, link):
+    """SP across 4 processes (2 stages x 2 TP ranks), against pp=1 in `sim`: lossless, where what autograd saves
+    of a gathered state is kept as this rank's shard (comm_contexts.saving_shards) inside each stage, and lossy,
+    each stage's TP ranks drawing both halves' masks in the unpipelined order."""
+    args = [*common(char_data, "7comm", link), "--sequence_parallel=True"]
     plain_dir, piped_dir, out = run_both(tmp_path, args, 4, ["--pp_size=2", "--pp_split=2", "--tp_mode=dist"])
     assert "dp=1 x pp=2 x tp=2 (dist, 4 processes)" in out
     assert_same_run(plain_dir, piped_dir, tol=5e-5, norm_tol=1e-3)
