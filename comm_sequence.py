@@ -114,12 +114,15 @@ class SequenceHalves:
         (B, L, C) (or zero). The packets' statistics are the all-gather's own: point + '/gather'."""
         parts, lost, loses = [], [], self.link.loses(direction)
         for j, wire in enumerate(wires):
-            part = own if j == r else (wire if self.sync_dtype is None else decode(*wire, own.dtype).view_as(own))
-            readable = torch.ones_like(own, dtype=torch.bool) if j == r or not loses else \
-                self._readable(j, r, direction, f"{point}/gather", own)
-            parts.append(part if j == r or not loses else
-                         torch.where(readable, part, 0 if kept is None else self.tokens_of(kept, j)))
-            lost.append(~readable)
+            if j == r:  # its own shard never crosses a link
+                parts.append(own)
+                lost.append(torch.zeros_like(own, dtype=torch.bool))
+                continue
+            part = wire if self.sync_dtype is None else decode(*wire, own.dtype).view_as(own)
+            readable = self._readable(j, r, direction, f"{point}/gather", own) if loses else None
+            fill = 0 if kept is None else self.tokens_of(kept, j)  # a lost element: r's own state before the sync
+            parts.append(part if readable is None else torch.where(readable, part, fill))
+            lost.append(None if readable is None else ~readable)
         return torch.cat(parts, dim=1), torch.cat(lost, dim=1) if loses else None
 
     def _readable(self, src, dst, direction, point, like):
@@ -129,7 +132,8 @@ class SequenceHalves:
         if dtype in per_token:
             n_packets, unit = packets(like.numel() // C, C, dtype, self.link.packet_bytes, rotated=False)
             arrived = self.link.arrived(src, dst, direction, point, n_packets, like.device)
-            return arrived_values(arrived, like.numel() // C, C, dtype, unit, self.link.packet_bytes).expand(-1, C).reshape(like.shape)
+            readable = arrived_values(arrived, like.numel() // C, C, dtype, unit, self.link.packet_bytes)  # (rows, 1|C)
+            return readable.expand(-1, C).reshape(like.shape)
         n_packets, per_packet = self.link.packets(like.numel(), self.wire_element_size(like))
         arrived = self.link.arrived(src, dst, direction, point, n_packets, like.device)
         return arrived.repeat_interleave(per_packet)[:like.numel()].view_as(like)
