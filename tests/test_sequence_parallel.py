@@ -323,3 +323,8 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     assert "12comm's is unresolved at this power (SP minus all-reduce +0.0050 [-0.0050, +0.0150] nats)" in text
     assert "| A1 | 24comm/b1_sp - 24comm/b1 | 18 | +0.0300 [+0.0200, +0.0400] | 0.001 | 0.002 | resolved: A higher |" in text
     assert "--seeds 400-417" in text and "1.000% (0.990-1.010% over 18 seeds)" in text and "b1_sp 1234" in text
+    data = {**render.numbers(), "sp_loss": render.Study(str(study))}  # RESULTS.md's first screen: its row
+    row = [line for line in env.get_template("bench/templates/results_answers.md.j2").render(**data).splitlines()
+           if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
+    assert len(row) == 1 and "24comm costs more under SP, 12comm unresolved (Holm over 2)" in row[0]
+    assert "SP minus all-reduce, 24comm +0.0300 [+0.0200, +0.0400] (Holm p 0.002)" in row[0]
