@@ -70,6 +70,23 @@ def compute_terms(path, mfu=0.4, gpu_peak=989e12):
                 hadamard=ms["hadamard"], source=f"MEASURED on {measured['device']} ({os.path.basename(path)})")
 
 
+def ladder_overlap(value):
+    """--ladder_overlap: a share in [0, 1], or bench/gpu_overlap.py's json, whose hidden share of a sublayer's
+    forward (the mean of its attention and MLP rows, clipped to [0, 1]) is the forward overlap measured on a GPU."""
+    try:
+        share = float(value)
+    except ValueError:
+        try:
+            with open(value) as f:
+                forward = [r["hidden"] for r in json.load(f)["rows"] if r["passes"] == "forward"]
+            share = min(1.0, max(0.0, statistics.fmean(forward)))
+        except (OSError, ValueError, KeyError, TypeError, statistics.StatisticsError) as e:
+            raise SummaryError(f"--ladder_overlap={value!r} is neither a share nor a bench/gpu_overlap.py result ({e})")
+    if not 0 <= share <= 1:
+        raise SummaryError(f"--ladder_overlap={value} must be in [0, 1]: a share of the coverable time")
+    return share
+
+
 def scheme_of(cfg, sync_points):
     """What a setting's config makes of a micro-step's communication."""
     kinds = set(parse_block_types(cfg["block_types"], cfg["n_layer"]))
@@ -309,18 +326,16 @@ def main():
     parser.add_argument("--target", type=float, default=0.02, help="target: 24comm's final val loss x (1 + this)")
     parser.add_argument("--gpu", default=DEFAULT_GPU, help="bench/gpu_compute.py's json; '' for step_time's assumptions")
     parser.add_argument("--net_latency", type=float, default=1e-5, help="all-reduce latency, seconds (assumed)")
-    parser.add_argument("--ladder_overlap", type=float, default=1.0, help="share of the all-reduce time a sublayer could "
-                        "cover that ladder really hides (1: ASSUMED, a GPU's own communication engine; bench/scheme_time.py "
-                        "measures it on a process group)")
+    parser.add_argument("--ladder_overlap", default="1", help="share of the all-reduce time a sublayer could cover that "
+                        "ladder really hides (1: ASSUMED, a GPU's own communication engine; bench/scheme_time.py measures it "
+                        "on a process group), or bench/gpu_overlap.py's json (measured on one GPU)")
     parser.add_argument("--rto", type=float, default=1e-3, help="retransmission timeout per resend round, seconds (assumed)")
     parser.add_argument("--out", default="", help="folder for frontier.md, frontier.json, frontier.png (default: print only)")
     args = parser.parse_args()
     if not 0 < args.target < 1:
         sys.exit(f"error: --target={args.target} must be in (0, 1): a fraction above 24comm's final val loss")
-    if not 0 <= args.ladder_overlap <= 1:
-        sys.exit(f"error: --ladder_overlap={args.ladder_overlap} must be in [0, 1]: a share of the coverable time")
     try:
-        terms = {**compute_terms(args.gpu), "overlap": args.ladder_overlap}
+        terms = {**compute_terms(args.gpu), "overlap": ladder_overlap(args.ladder_overlap)}
         rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
         settings, networks = frontier(rows, curves, args.target, terms, args.net_latency, args.rto)
     except SummaryError as e:

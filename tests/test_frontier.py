@@ -6,12 +6,14 @@ with lossless 24comm: keys it once left out of the treatment, so they paired wit
 import argparse
 import json
 import math
+import re
 import shutil
 import sys
 
 import pytest
 
 from bench import contrasts, frontier, summary
+from bench.summary import SummaryError
 from bench.harness import run, run_tool
 from bench.step_time import gpt2_projection, reliability_tables
 from conftest import assert_one_line_error
@@ -237,6 +239,21 @@ def test_time_to_target_takes_the_measured_compute_when_given():
     assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (terms["compute"] + comm) / 6e4)
     args.gpu = ""
     assert minutes_per_iteration(24, 25, args) == pytest.approx(5 * (compute + comm) / 6e4)
+
+
+def test_ladder_overlap_is_a_share_or_a_gpu_measurement(tmp_path):
+    """--ladder_overlap: a share, or bench/gpu_overlap.py's json: the mean hidden share of its forward rows, clipped."""
+    assert frontier.ladder_overlap("0.5") == 0.5
+    measured = tmp_path / "gpu_overlap.json"
+    rows = lambda *hidden: [dict(sublayer=s, passes=p, hidden=h) for (s, p), h in
+                            zip([("attention", "forward"), ("attention", "forward + backward"), ("MLP", "forward")], hidden)]
+    measured.write_text(json.dumps(dict(rows=rows(0.6, 0.1, 0.8))))
+    assert frontier.ladder_overlap(str(measured)) == pytest.approx(0.7)  # the forward rows only
+    measured.write_text(json.dumps(dict(rows=rows(1.1, 0.1, 1.3))))
+    assert frontier.ladder_overlap(str(measured)) == 1.0
+    for bad, needle in (("1.5", "must be in [0, 1]"), (str(tmp_path / "none.json"), "neither a share nor")):
+        with pytest.raises(SummaryError, match=re.escape(needle)):
+            frontier.ladder_overlap(bad)
 
 
 def test_ladder_overlap_scales_what_ladder_hides():
