@@ -116,13 +116,19 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
         self.traced_delivery = False  # a reliable link's syncs traced by torch.compile: (element size, device)
         self.traced = False  # a sync was traced into a compiled graph (its bytes moved are not counted)
 
-    def describe(self):
-        """How a sync crosses, for the run's layout line: 'all-reduce', 'reduce-scatter + all-gather of int8, ...'."""
+    def describe(self, compiled=False):
+        """How a sync crosses, for the run's layout line: 'all-reduce', 'reduce-scatter + all-gather of int8, ...';
+        under SP in `dist`, whether saved states are kept as shards (comm_contexts.saving_shards: eager only)."""
         if self.tp_size == 1:
             return "none (one rank)"
         sent = [str(self.sync_dtype).removeprefix("torch.")] if self.sync_dtype is not None else []
         sent += [f"{self.sync_fraction:g} of the channels"] if self.sync_fraction < 1 else []
-        how = "reduce-scatter + all-gather (sequence parallel)" if self.sequence_parallel else "all-reduce"
+        how = "reduce-scatter + all-gather (sequence parallel" if self.sequence_parallel else "all-reduce"
+        if self.sequence_parallel:
+            sharded = self.moves_bytes and not (self.link.loses(FWD) or sent)
+            how += (", no saved state kept as a shard under compile" if compiled else ", saved states kept as shards") \
+                if sharded else ""
+            how += ")"
         return how + (f" of {', '.join(sent)}" if sent else "")
 
     def sync(self, b, d, point):

@@ -245,7 +245,7 @@ if master_process:
         ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
     print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pp_size > 1 else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
           f"blocks: {describe_schedule(schedule, tp_size)} | sync points: {raw_model.sync_points} per pass, "
-          f"{raw_model.exposed_syncs} exposed | syncs: {comm.describe()} | "
+          f"{raw_model.exposed_syncs} exposed | syncs: {comm.describe(compile)} | "
           f"backend: {'megatron-core' if use_megatron else 'native'} ({backend_why}) | loss model: {link.describe()} | "
           f"{f'pipeline: {pipeline.describe()} | ' if pp_size > 1 else ''}"
           f"params: {raw_model.get_num_params() / 1e6:.2f}M | tokens/iter: {tokens_per_iter:,} | "

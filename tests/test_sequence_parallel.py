@@ -234,6 +234,8 @@ def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_pa
     assert run_train(*args, f"--out_dir={plain}").returncode == 0
     result = torchrun(2, *args, "--tp_mode=dist", "--sequence_parallel=True", f"--out_dir={sp}")
     assert result.returncode == 0, result.stderr[-2000:]
+    kept = "--sync_fraction=0.5" not in extra  # a partial sync's states differ between ranks: no shards
+    assert ("(sequence parallel, saved states kept as shards)" in result.stdout.splitlines()[0]) == kept
     for a, b in zip(records(plain), records(sp)):
         for key in ("train_loss", "val_loss"):
             if key in a:
