@@ -112,16 +112,21 @@ def timer(device, fn, args):
     return statistics.median(rounds), min(rounds), max(rounds)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+def add_timing_args(parser, rounds):
+    """The model size, device, dtype and rounds of a GPU timing tool (this one, bench/gpu_overlap.py)."""
     parser.add_argument("--scale", choices=SCALES, default="gpt2")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
-    parser.add_argument("--compile", choices=["on", "off"], default="on")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--out", default="")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    add_timing_args(parser, rounds=5)
+    parser.add_argument("--compile", choices=["on", "off"], default="on")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("bench/gpu_compute.py: --device cuda but torch sees no GPU; pass --device cpu for a smoke test")

@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from bench.gpu_compute import MLP, SCALES, Attention
+from bench.gpu_compute import MLP, SCALES, Attention, add_timing_args
 from bench.stats import paired_stats
 
 
@@ -47,13 +47,7 @@ def seconds(device, fn, steps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--scale", choices=SCALES, default="gpt2")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--out", default="")
+    add_timing_args(parser, rounds=10)
     args = parser.parse_args()
     if args.rounds < 2:
         sys.exit(f"error: --rounds={args.rounds}: at least 2 rounds give an interval")
