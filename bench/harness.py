@@ -128,9 +128,11 @@ def _here(target, args, as_module=False):
 
 def torchrun(nproc, *args, env=None, timeout=600):
     """train.py under torchrun on this machine: nproc processes."""
-    # --standalone: a rendezvous on a free local port, so concurrent launches do not collide
+    # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
+    # A collective hung for 5 minutes fails the run with the collective's own line (the caller's
+    # --dist_timeout_s, later in args, wins) before this 10-minute timeout kills it blind.
     return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
+                os.path.join(ROOT, "train.py"), "--dist_timeout_s=300", *args], env=env, timeout=timeout)
 
 
 def records(out_dir, name="metrics.jsonl"):
