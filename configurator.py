@@ -200,6 +200,27 @@ def check_train_config(config):
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:
         raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
                           f"crosses a link")
+    check_link_keys(config)
+
+
+# Which link keys each loss_model reads (besides the ones every lossy link reads): a key set away from its
+# default that the chosen model ignores would leave the run lossless, or lossy otherwise, without a word.
+LOSS_MODEL_KEYS = {"none": (), "bernoulli": ("loss_rate",), "gilbert_elliott": ("ge_preset", "ge_p", "ge_r", "ge_k", "ge_h")}
+LOSSY_LINK_KEYS = ("loss_fwd", "loss_bwd", "packet_bytes", "loss_eval", "lost_fill", "sync_rotation", "transport")
+
+
+def check_link_keys(config):
+    """ConfigError for a link key set away from train.py's default that config's loss_model does not read."""
+    model = config.get("loss_model", "none")
+    read = LOSS_MODEL_KEYS.get(model, ()) + (LOSSY_LINK_KEYS if model != "none" else ())
+    ignored = [k for keys in (*LOSS_MODEL_KEYS.values(), LOSSY_LINK_KEYS) for k in keys if k in config and k not in read]
+    defaults = train_defaults() if ignored else {}
+    for key in (k for k in ignored if config[k] != defaults.get(k, config[k])):
+        wanted = next((m for m, keys in LOSS_MODEL_KEYS.items() if key in keys), None)
+        hint = (f"only loss_model={wanted!r} reads it" if wanted else "only a lossy link reads it (loss_model="
+                "'bernoulli' or 'gilbert_elliott')")
+        raise ConfigError(f"{key}={config[key]!r} does nothing with loss_model={model!r}: {hint}; set loss_model "
+                          f"or leave {key} at its default ({defaults[key]!r})")
 
 
 def check_sequence_parallel(config):

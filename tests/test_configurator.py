@@ -127,3 +127,34 @@ def test_help_lists_every_key_with_its_default_and_exits_0(flag, capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: python train.py")
     assert "  out_dir = 'out'" in out and "  max_iters = 600" in out and "  loss_rate = 0.0" in out
+
+
+LOSSY = "only a lossy link reads it (loss_model='bernoulli' or 'gilbert_elliott')"
+
+
+@pytest.mark.parametrize("model, key, value, reads", [
+    ("none", "loss_rate", 0.01, "only loss_model='bernoulli' reads it"),  # a run the user thinks lossy, lossless
+    ("none", "transport", "reliable", LOSSY),
+    ("none", "sync_rotation", "hadamard", LOSSY),
+    ("gilbert_elliott", "loss_rate", 0.05, "only loss_model='bernoulli' reads it"),
+    ("bernoulli", "ge_preset", "heavy", "only loss_model='gilbert_elliott' reads it"),
+    ("bernoulli", "ge_p", 0.1, "only loss_model='gilbert_elliott' reads it"),
+])
+def test_a_link_key_the_loss_model_does_not_read_is_a_config_error(model, key, value, reads):
+    defaults = configurator.train_defaults()
+    config = dict(defaults, loss_model=model, **{key: value})
+    with pytest.raises(ConfigError) as error:
+        configurator.check_train_config(config)
+    assert str(error.value) == (f"{key}={value!r} does nothing with loss_model={model!r}: {reads}; set loss_model "
+                                f"or leave {key} at its default ({defaults[key]!r})")
+
+
+def test_every_link_key_is_read_by_some_loss_model_and_the_ones_read_pass():
+    from links import LINK_DEFAULTS
+    checked = {k for keys in configurator.LOSS_MODEL_KEYS.values() for k in keys} | set(configurator.LOSSY_LINK_KEYS)
+    assert checked == (set(LINK_DEFAULTS) - {"loss_model", "seed"}) | {"loss_eval"}  # a new link key is checked too
+    defaults = configurator.train_defaults()
+    configurator.check_train_config(dict(defaults, loss_model="bernoulli", loss_rate=0.01, packet_bytes=64,
+                                         transport="reliable", loss_fwd=False, loss_eval=True))
+    configurator.check_train_config(dict(defaults, loss_model="gilbert_elliott", ge_preset="heavy", ge_p=0.1,
+                                         lost_fill="rescale", sync_rotation="hadamard"))

@@ -201,8 +201,9 @@ def test_dist_equals_sim_under_sequence_parallelism_lossy(char_data, tmp_path, e
     collectives are handed the message (reduce-scatter) and a 1/T shard (all-gather), quantized: their wire
     bytes, payload and scales. A partial sync, int8 rotated, bfloat16, and int8 over a lossless network too."""
     args = [*SMALL_ARGS, f"--data_dir={char_data}", "--n_layer=4", "--max_iters=4", "--tp_size=2",
-            "--block_types=tp,spd,parallel,spd", "--sequence_parallel=True", "--loss_model=bernoulli",
-            "--loss_rate=0.05", "--packet_bytes=64", *extra]
+            "--block_types=tp,spd,parallel,spd", "--sequence_parallel=True",
+            *([] if "--loss_model=none" in extra else ["--loss_model=bernoulli", "--loss_rate=0.05", "--packet_bytes=64"]),
+            *extra]
     sim_dir, dist_dir = str(tmp_path / "sim"), str(tmp_path / "dist")
     assert run_train(*args, f"--out_dir={sim_dir}").returncode == 0
     result = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
