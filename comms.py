@@ -113,6 +113,7 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
         self.replaying = False  # inside activation checkpointing's recompute (checkpoint_contexts)
         self.dry = False  # inside dry_run
         self.timing = False  # bench/: add the wall time spent in collectives to counter.comm_seconds
+        self.hide_backward = True  # ladder's backward exchange behind a sublayer's backward (False: bench/step_time.py's split)
         self.traced_delivery = False  # a reliable link's syncs traced by torch.compile: (element size, device)
         self.traced = False  # a sync was traced into a compiled graph (its bytes moved are not counted)
 
@@ -190,8 +191,10 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
             with self.timed():
                 work.wait()
         if hidden and self.tp_size > 1 and not (self.dry or self.replaying):  # and its backward exchange, if any
-            self.counter.add(point, 0, 0, 0, 1, message.device, int(torch.is_grad_enabled() and message.requires_grad))
-        if work is not None and torch.is_grad_enabled() and message.requires_grad and not self.link.loses(BWD):
+            self.counter.add(point, 0, 0, 0, 1, message.device,
+                             int(self.hide_backward and torch.is_grad_enabled() and message.requires_grad))
+        if work is not None and self.hide_backward and torch.is_grad_enabled() and message.requires_grad \
+                and not self.link.loses(BWD):
             return _Land.apply(b, message, self, point)  # its backward exchange is hidden too
         return b + message
 

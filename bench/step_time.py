@@ -121,6 +121,8 @@ def main():
     group = dist.new_group([0, 1])
 
     entries = {name: build_entry(pattern, args, group, rank) for name, pattern in PATTERNS.items()}
+    entries["ladder_fwd"] = build_entry("ladder", args, group, rank)  # ladder, its backward exchanges at once:
+    entries["ladder_fwd"][0].comm.hide_backward = False  # each pass's hidden share apart (ladder_overlap)
     batches = {b: random_batch(args.vocab_size, b, args.block_size, seed=1)[0] for b in args.batch_sizes}
     for name in entries:
         timed_steps(*entries[name], batches[args.batch_sizes[0]], 2)  # warm up
@@ -131,7 +133,7 @@ def main():
             step, comm_s, counter = timed_steps(*entries[name], batches[b], args.steps)
             measured[name, b].append((step, comm_s, counter.forward // args.steps,
                                       counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps,
-                                      (counter.forward - counter.hidden) // args.steps))
+                                      (counter.forward - counter.hidden) // args.steps, counter.totals()[3] // args.steps))
     sweep = allreduce_sweep(group, repeats=15)
     if rank != 0:
         dist.destroy_process_group()
@@ -140,13 +142,14 @@ def main():
     table = {}
     for (name, b), rows in measured.items():
         step, comm_s = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
-        syncs, sync_bytes, repl_bytes, exposed = rows[0][2:]
+        syncs, sync_bytes, repl_bytes, exposed, hidden_bwd = rows[0][2:]
         # per step: every forward sync and backward exchange is one all-reduce of one message,
         # plus one all-reduce of the replicated gradients
-        table[name, b] = dict(config=name, batch=b, syncs=syncs, exposed=exposed, step_ms=step * 1e3, comm_ms=comm_s * 1e3,
+        table[name, b] = dict(config=name, batch=b, syncs=syncs, exposed=exposed, hidden_bwd=hidden_bwd,
+                              step_ms=step * 1e3, comm_ms=comm_s * 1e3,
                               compute_ms=(step - comm_s) * 1e3, sync_bytes=sync_bytes, replicated_bytes=repl_bytes,
                               reduces=2 * syncs + (1 if repl_bytes else 0))
-    points = [k for k in table if table[k]["reduces"] and k[0] != "ladder"]  # ladder's async sends: not timed alike
+    points = [k for k in table if table[k]["reduces"] and not k[0].startswith("ladder")]  # async sends: timed otherwise
     counts = [table[k]["reduces"] for k in points]
     sizes = [table[k]["sync_bytes"] + table[k]["replicated_bytes"] for k in points]
     comm = [table[k]["comm_ms"] / 1e3 for k in points]
@@ -234,26 +237,33 @@ def ladder_overlap(measured, table, args):
     """MEASURED: how much of the sync all-reduce time the next sublayer hides in `ladder` (a sync's forward
     all-reduce sent with async_op and waited for at landing; its backward mirror exchange sent at the
     landing's backward and waited for where the partials' gradient is consumed) against 24comm (the same
-    syncs, each waited for at once), per batch size: the paired per-round step-time difference over
-    24comm's all-reduce time of its syncs, both passes (2 * syncs of its 2 * syncs + 1 all-reduces a step);
-    and what ladder still waits for (its comm time: the issues and the waits no compute hid)."""
+    syncs, each waited for at once), per batch size and per pass: `ladder_fwd` is ladder with its backward
+    exchanges waited for at once (comm.hide_backward=False), so 24comm - ladder_fwd is what the forward
+    hides and ladder_fwd - ladder what the backward hides, each paired per round. A share divides that by
+    24comm's all-reduce time of one pass's syncs (half of both passes': the same messages each way); its
+    interval is the saving's over that median. And what ladder still waits for (issues and unhidden waits)."""
     from bench.stats import paired_stats
     out = {}
     print("\n# measured: ladder vs 24comm, the same 24 syncs per pass; ladder's all-reduces, forward and backward, run "
-          "behind the next sublayer (gloo, 2 processes on this machine's cores, which compute and communication share)")
-    print("| batch | 24comm ms/step | ladder ms/step | saved ms: mean [95% CI] | 24comm sync all-reduce ms (both passes) "
-          "| share hidden | ladder comm ms (issue + wait) |")
-    print("| ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+          "behind the next sublayer (gloo, 2 processes on this machine's cores, which compute and communication share); "
+          "ladder_fwd: ladder with its backward exchanges waited for at once, so each pass's saving stands apart")
+    print("| batch | 24comm ms/step | ladder_fwd ms/step | ladder ms/step | pass | saved ms: mean [95% CI] "
+          "| 24comm's all-reduce ms of that pass | share hidden [95% CI] | ladder comm ms (issue + wait) |")
+    print("| ---: | ---: | ---: | ---: | --- | --- | ---: | --- | ---: |")
     for b in args.batch_sizes:
-        saved = [tp[0] - lad[0] for tp, lad in zip(measured["24comm", b], measured["ladder", b])]
-        stats = paired_stats([1e3 * x for x in saved])
         row, ladder = table["24comm", b], table["ladder", b]
-        sync_comm = row["comm_ms"] * 2 * row["syncs"] / row["reduces"]
-        out[b] = dict(saved_ms=stats["mean"], ci=(stats["ci_low"], stats["ci_high"]), sync_comm_ms=sync_comm,
-                      share=stats["mean"] / sync_comm, ladder_comm_ms=ladder["comm_ms"])
-        print(f"| {b} | {row['step_ms']:.1f} | {ladder['step_ms']:.1f} | {stats['mean']:+.1f} "
-              f"[{stats['ci_low']:+.1f}, {stats['ci_high']:+.1f}] | {sync_comm:.1f} | {stats['mean'] / sync_comm:.0%} "
-              f"| {ladder['comm_ms']:.1f} |")
+        per_pass = row["comm_ms"] * row["syncs"] / row["reduces"]
+        pairs = {"forward": ("24comm", "ladder_fwd"), "backward": ("ladder_fwd", "ladder"), "both": ("24comm", "ladder")}
+        out[b] = dict(ladder_comm_ms=ladder["comm_ms"], pass_all_reduce_ms=per_pass)
+        for name, (slow, fast) in pairs.items():
+            stats = paired_stats([1e3 * (s[0] - f[0]) for s, f in zip(measured[slow, b], measured[fast, b])])
+            whole = per_pass * (2 if name == "both" else 1)
+            share = [stats[k] / whole for k in ("mean", "ci_low", "ci_high")]
+            out[b][name] = dict(saved_ms=stats["mean"], ci=(stats["ci_low"], stats["ci_high"]), all_reduce_ms=whole,
+                                share=share[0], share_ci=share[1:])
+            print(f"| {b} | {row['step_ms']:.1f} | {table['ladder_fwd', b]['step_ms']:.1f} | {ladder['step_ms']:.1f} "
+                  f"| {name} | {stats['mean']:+.1f} [{stats['ci_low']:+.1f}, {stats['ci_high']:+.1f}] | {whole:.1f} "
+                  f"| {share[0]:.0%} [{share[1]:.0%}, {share[2]:.0%}] | {ladder['comm_ms']:.1f} |")
     return out
 
 

@@ -150,3 +150,28 @@ def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
             assert (check[b, s, model] < check[b, s, "frontier"]) == (s == "ladder")
         if model == "in-step fit, overlap from the other batch" and s != "ladder":  # overlap acts on ladder only
             assert check[b, s, model] == check[b, s, "in-step fit, backward hidden"]
+
+
+@pytest.mark.slow
+def test_step_time_splits_ladders_hidden_time_by_pass(tmp_path):
+    """bench/step_time.py at a tiny size under torchrun: `ladder_fwd` (ladder, its backward exchanges waited
+    for at once) hides no backward exchange and ladder all of its hidden syncs'; the forward's and the
+    backward's savings, each paired per round, add up to the whole one; a share is a saving over its pass."""
+    import json
+    import sys
+    from bench.harness import run
+    out = tmp_path / "step_time"
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                  "bench.step_time", "--n_embd=32", "--n_head=2", "--block_size=16", "--vocab_size=64",
+                  "--batch_sizes", "2", "3", "--rounds=3", "--steps=1", f"--out={out}"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads((tmp_path / "step_time.json").read_text())
+    rows = {(r["config"], r["batch"]): r for r in data["measured"]}
+    for b in (2, 3):
+        assert rows["ladder_fwd", b]["hidden_bwd"] == 0
+        assert rows["ladder", b]["hidden_bwd"] == rows["ladder", b]["syncs"] - rows["ladder", b]["exposed"] == 23
+        split = data["ladder_overlap"][str(b)]
+        assert split["forward"]["saved_ms"] + split["backward"]["saved_ms"] == pytest.approx(split["both"]["saved_ms"])
+        for name in ("forward", "backward", "both"):
+            assert split[name]["share"] == pytest.approx(split[name]["saved_ms"] / split[name]["all_reduce_ms"])
+        assert split["both"]["all_reduce_ms"] == pytest.approx(2 * split["forward"]["all_reduce_ms"])
