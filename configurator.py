@@ -149,6 +149,12 @@ def check_ranges(config, limits):
             raise ConfigError(f"{key}={value!r} must be in [{lowest}, {highest}]")
 
 
+# Which link keys each loss_model reads (besides the ones every lossy link reads): a key set away from its
+# default that the chosen model ignores would leave the run lossless, or lossy otherwise, without a word.
+LOSS_MODEL_KEYS = {"none": (), "bernoulli": ("loss_rate",), "gilbert_elliott": ("ge_preset", "ge_p", "ge_r", "ge_k", "ge_h")}
+LOSSY_LINK_KEYS = ("loss_fwd", "loss_bwd", "packet_bytes", "loss_eval", "lost_fill", "sync_rotation", "transport")
+
+
 # train.py's keys whose values are restricted beyond their type, checked before anything runs:
 # the choices of each string key, and (lowest, highest) of each number (None: no bound).
 # Model shapes (GPTConfig) and link keys (links.link_from) are checked where they are used.
@@ -157,7 +163,7 @@ TRAIN_CHOICES = {
     "dtype": ("auto", "float32", "bfloat16", "float16"), "backend": ("auto", "nccl", "gloo"),
     "nonfinite": ("stop", "skip"), "zero_stage": (0, 1), "activation_checkpointing": ("none", "block"),
     "pp_schedule": ("gpipe", "1f1b"), "lost_fill": ("zero", "rescale"), "sync_rotation": ("none", "hadamard"),
-    "transport": ("unreliable", "reliable"), "optimizer": ("adamw", "muon"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
+    "transport": ("unreliable", "reliable"), "loss_model": tuple(LOSS_MODEL_KEYS), "optimizer": ("adamw", "muon"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
     "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
@@ -201,12 +207,6 @@ def check_train_config(config):
         raise ConfigError(f"loss_model={config['loss_model']!r} needs tp_size > 1: with one rank no message "
                           f"crosses a link")
     check_link_keys(config)
-
-
-# Which link keys each loss_model reads (besides the ones every lossy link reads): a key set away from its
-# default that the chosen model ignores would leave the run lossless, or lossy otherwise, without a word.
-LOSS_MODEL_KEYS = {"none": (), "bernoulli": ("loss_rate",), "gilbert_elliott": ("ge_preset", "ge_p", "ge_r", "ge_k", "ge_h")}
-LOSSY_LINK_KEYS = ("loss_fwd", "loss_bwd", "packet_bytes", "loss_eval", "lost_fill", "sync_rotation", "transport")
 
 
 def check_link_keys(config):

@@ -150,9 +150,11 @@ def test_a_link_key_the_loss_model_does_not_read_is_a_config_error(model, key, v
 
 
 def test_every_link_key_is_read_by_some_loss_model_and_the_ones_read_pass():
-    from links import LINK_DEFAULTS
+    from links import LINK_DEFAULTS, link_from
     checked = {k for keys in configurator.LOSS_MODEL_KEYS.values() for k in keys} | set(configurator.LOSSY_LINK_KEYS)
     assert checked == (set(LINK_DEFAULTS) - {"loss_model", "seed"}) | {"loss_eval"}  # a new link key is checked too
+    for model in configurator.LOSS_MODEL_KEYS:  # and the models are the ones links.py builds
+        link_from({"loss_model": model, "loss_rate": 0.1})
     defaults = configurator.train_defaults()
     configurator.check_train_config(dict(defaults, loss_model="bernoulli", loss_rate=0.01, packet_bytes=64,
                                          transport="reliable", loss_fwd=False, loss_eval=True))
