@@ -295,8 +295,9 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     import shutil
     from bench import render
     study = tmp_path / "sp_loss"
-    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs"))
-    (study / "runs").symlink_to(os.path.join(render.STUDIES, "sp_loss", "runs"))  # the seeds in so far
+    analysis = ("family_A.json", "family_B.json", "halves.json", "experiment_summary.csv")  # the study before them
+    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs", *analysis))
+    (study / "runs").symlink_to(os.path.join(render.STUDIES, "sp_loss", "runs"))  # its seeds
     names = {"A1": ("24comm/b1_sp", "24comm/b1"), "A2": ("12comm/b1_sp", "12comm/b1"), "B1": ("24comm/b1", "24comm/lossless"),
              "B2": ("24comm/b1_sp", "24comm/lossless"), "B3": ("12comm/b1", "12comm/lossless"),
              "B4": ("12comm/b1_sp", "12comm/lossless")}
