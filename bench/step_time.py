@@ -131,6 +131,7 @@ def main():
         for name, b in measured:
             dist.barrier()
             step, comm_s, counter = timed_steps(*entries[name], batches[b], args.steps)
+            # the last: hidden backward exchanges (counter.totals(): forward, backward, hidden, hidden_bwd, ...)
             measured[name, b].append((step, comm_s, counter.forward // args.steps,
                                       counter.sync_bytes // args.steps, counter.replicated_bytes // args.steps,
                                       (counter.forward - counter.hidden) // args.steps, counter.totals()[3] // args.steps))
