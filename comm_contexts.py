@@ -27,7 +27,8 @@ class PassContexts:
         this rank's shard and gather it again in the backward pass: Megatron-SP's saving, 1/T of that memory
         for one all-gather more per saved state (counted in the bytes moved). Elsewhere nothing changes."""
         if not (self.sequence_parallel and self.moves_bytes and torch.is_grad_enabled()) or self.link.loses(FWD) \
-                or self.sync_dtype is not None or torch.compiler.is_compiling():  # quantized: own shard exact, others' not
+                or self.sync_dtype is not None or self.sync_fraction < 1 or torch.compiler.is_compiling():
+            # quantized: a rank's own shard exact, the others' not; partial: the private channels differ
             yield
             return
         self.shards = {}
@@ -50,17 +51,22 @@ class PassContexts:
         every rank too: what the next layer saves of it (in autocast's dtype, as the layer would cast it) is
         kept as this rank's shard."""
         x = norm(b)
-        if self.shards is not None and not self.checkpointed and id(_root(b)) in self.shards:
+        if self.shards is not None and not self.checkpointed and self._shard_of(b) is not None:
             if torch.is_autocast_enabled(x.device.type):
                 x = x.to(torch.get_autocast_dtype(x.device.type))
             self.keep_shard(x)
         return x
 
+    def _shard_of(self, tensor):
+        """This rank's kept shard of tensor (by its base), or None. An id is reused once its tensor is freed,
+        and how soon differs between ranks: only the live tensor keep_shard was given matches (its weak
+        reference), else a rank would gather in the backward pass where another does not, and both hang."""
+        ref, shard = self.shards.get(id(_root(tensor)), (None, None))
+        return shard if ref is not None and ref() is _root(tensor) else None
+
     def _pack(self, saved):
-        ref, shard = self.shards.get(id(_root(saved)), (None, None))
-        if ref is None or ref() is not _root(saved):
-            return saved
-        return _Shard(shard, saved.size(), saved.stride(), saved.storage_offset())
+        shard = self._shard_of(saved)
+        return saved if shard is None else _Shard(shard, saved.size(), saved.stride(), saved.storage_offset())
 
     def _unpack(self, packed):
         if not isinstance(packed, _Shard):

@@ -131,8 +131,12 @@ def torchrun(nproc, *args, env=None, timeout=600):
     # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
     # A collective hung for 5 minutes fails the run with the collective's own line (the caller's
     # --dist_timeout_s, later in args, wins) before this 10-minute timeout kills it blind.
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                os.path.join(ROOT, "train.py"), "--dist_timeout_s=300", *args], env=env, timeout=timeout)
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                  os.path.join(ROOT, "train.py"), "--dist_timeout_s=300", *args], env=env, timeout=timeout)
+    said = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    if result.returncode and said:  # the ranks' own lines, repeated last: torchrun's report would bury them in a tail
+        result.stderr += "\nthe ranks said:\n" + "\n".join(said) + "\n"
+    return result
 
 
 def records(out_dir, name="metrics.jsonl"):

@@ -11,9 +11,9 @@ import torch
 
 import configurator
 from bench.harness import records, run_train, torchrun
-from comms import SimComm
+from comms import DistComm, SimComm
 from conftest import SMALL as SMALL_ARGS
-from links import BWD, FWD, LossyLink, link_from
+from links import BWD, FWD, LosslessLink, LossyLink, link_from
 from loss_models import BernoulliLoss
 from model import GPT, GPTConfig
 
@@ -241,6 +241,28 @@ def test_lossless_sequence_parallel_dist_is_the_all_reduce_run(char_data, tmp_pa
         for key in ("train_loss", "val_loss"):
             if key in a:
                 assert abs(a[key] - b[key]) < 5e-5, (a["iter"], key, a[key], b[key])
+
+
+def test_a_kept_shard_is_only_the_live_state_it_was_kept_for():
+    """A freed gathered state's id taken by a rank's own state (CPython reuses it at once, and how soon differs
+    between ranks): that state is not kept as a shard, else one rank gathers it in the backward pass where the
+    other does not, and both hang (seen: --sync_fraction=0.5 under SP hung 7 runs in 11). A partial sync keeps none."""
+    comm, norm = DistComm(2, LosslessLink(), sequence_parallel=True), torch.nn.LayerNorm(8)
+    with comm.saving_shards():
+        kept = torch.randn(1, 2, 4, 8, requires_grad=True) * 1.0
+        comm.keep_shard(kept)
+        normed = comm.normed(norm, kept)
+        assert comm._pack(normed) is not normed  # what autograd saves of a LayerNorm of a kept state: its shard
+        del normed
+        freed, entry = id(kept), comm.shards[id(kept)]
+        del kept
+        own = next(t for t in (torch.randn(1, 2, 4, 8, requires_grad=True) * 1.0 for _ in range(100)) if id(t) == freed)
+        assert comm.shards[id(own)] is entry  # the stale entry sits under the new state's id
+        normed = comm.normed(norm, own)
+        assert comm._pack(own) is own and comm._pack(normed) is normed  # saved whole, as they are
+    partial = DistComm(2, LosslessLink(), sequence_parallel=True, sync_fraction=0.5)
+    with partial.saving_shards():
+        assert partial.shards is None
 
 
 def test_the_sp_studys_control_compares_every_logged_loss(tmp_path):
