@@ -135,7 +135,7 @@ def torchrun(nproc, *args, env=None, timeout=600):
                   os.path.join(ROOT, "train.py"), "--dist_timeout_s=300", *args], env=env, timeout=timeout)
     said = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     if result.returncode and said:  # the ranks' own lines, repeated last: torchrun's report would bury them in a tail
-        result.stderr += "\nthe ranks said:\n" + "\n".join(said) + "\n"
+        result.stderr += "\nthe ranks said (repeated from above):\n" + "".join(f"  {line}\n" for line in said)
     return result
 
 
