@@ -40,6 +40,13 @@ def test_the_slope_is_the_weighted_least_squares_fit_on_log2_width(tmp_path):
     z = 0.015 / (0.01 / math.sqrt(2))
     assert fit["p"] == pytest.approx(math.erfc(z / math.sqrt(2)))  # two-sided normal tail
     assert fit["ci_low"] == pytest.approx(-0.015 - 1.959964 * 0.01 / math.sqrt(2), abs=1e-6)
+    # read at GPT-2's width, log2(768 / 64) doublings up: the ordinary line's prediction, and its standard
+    # error sigma * sqrt(1/n + (x0 - mean x)^2 / Sxx) with Sxx = 2
+    x0 = math.log2(768 / 64)
+    assert fit["at_width"] == 768 and fit["at_cost"] == pytest.approx(0.07 / 3 + 0.015 - 0.015 * x0)
+    half_width = 1.959964 * 0.01 * math.sqrt(1 / 3 + (x0 - 1) ** 2 / 2)
+    assert fit["at_ci_high"] - fit["at_cost"] == pytest.approx(half_width, rel=1e-6)
+    assert fit["at_cost"] - fit["at_ci_low"] == pytest.approx(half_width, rel=1e-6)
     # unequal errors weigh the widths: the 256 cost with a tenth of the error pulls the line to itself
     summary(tmp_path / "w256.csv", [("1comm", "", 4, 0.01, 0.002)])
     precise = slope.slope([(64, 0.04, 0.01), (128, 0.02, 0.01), (256, 0.01, 0.001)])

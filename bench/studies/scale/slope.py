@@ -5,7 +5,9 @@ At each width, a setting's cost is its paired difference from 24comm of the same
 cost is regressed on log2(width) by inverse-variance weighted least squares with the standard errors
 taken as known (statsmodels WLS, cov_type="fixed scale": the widths are independent samples, and with
 three widths there is no room to estimate a variance between them as well); the slope (nats per
-doubling of the width) gets a z test and a 95% interval, and Holm runs over the planned family.
+doubling of the width) gets a z test and a 95% interval, and Holm runs over the planned family. Each
+setting's line is also read at GPT-2's width (`--at`, 768): the cost it predicts there with a 95%
+interval, an extrapolation wherever the widths fitted stop below it (reported, not tested).
 
     python -m bench.studies.scale.slope --width 64=bench/studies/scale/w64/experiment_summary.csv \\
         --width 128=bench/studies/scale/w128/experiment_summary.csv --width 256=... \\
@@ -39,8 +41,9 @@ def costs(path):
     return out
 
 
-def slope(points):
-    """points: [(width, mean cost, standard error)] -> dict(slope, se, ci_low, ci_high, p, intercept)."""
+def slope(points, at=768):
+    """points: [(width, mean cost, standard error)] -> dict(slope, se, ci_low, ci_high, p, intercept), and the
+    line read at width `at`: at_cost with its interval at_ci_low, at_ci_high (from the fit's covariance)."""
     import numpy as np
     import statsmodels.api as sm
     x = np.log2([w for w, _, _ in points]) - math.log2(points[0][0])  # doublings above the first width
@@ -48,8 +51,12 @@ def slope(points):
     weights = 1.0 / np.array([se for _, _, se in points]) ** 2
     fit = sm.WLS(y, sm.add_constant(x), weights=weights).fit(cov_type="fixed scale")
     low, high = fit.conf_int(0.05)[1]
+    row = np.array([1.0, math.log2(at) - math.log2(points[0][0])])
+    at_cost, at_se = float(row @ fit.params), float(np.sqrt(row @ fit.cov_params() @ row))
+    z = 1.959963984540054  # the normal's 97.5% point: the standard errors are taken as known, as for the slope
     return dict(slope=float(fit.params[1]), se=float(fit.bse[1]), ci_low=float(low), ci_high=float(high),
-                p=float(fit.pvalues[1]), intercept=float(fit.params[0]))
+                p=float(fit.pvalues[1]), intercept=float(fit.params[0]),
+                at_width=at, at_cost=at_cost, at_ci_low=at_cost - z * at_se, at_ci_high=at_cost + z * at_se)
 
 
 def main():
@@ -58,7 +65,10 @@ def main():
                         help="a width and its summary (bench.summarize with 24comm as the reference)")
     parser.add_argument("--settings", nargs="+", required=True, help="the family: settings as 1comm, 24comm/ladder")
     parser.add_argument("--json", default="", help="also write every number here")
+    parser.add_argument("--at", type=int, default=768, help="read each line at this width too (default: GPT-2's 768)")
     args = parser.parse_args()
+    if args.at < 1:
+        sys.exit(f"error: --at={args.at}: a width is a positive integer (GPT-2's is 768)")
     try:
         widths = sorted((int(w), path) for w, _, path in (item.partition("=") for item in args.width))
         tables = {w: costs(path) for w, path in widths}
@@ -70,18 +80,19 @@ def main():
         if len(points) < 2:
             sys.exit(f"error: {name}: a paired cost at {len(points)} width(s); a slope needs two or more")
         found.append(dict(name=name, widths=[w for w, _, _ in points], costs=[m for _, m, _ in points],
-                          ses=[se for _, _, se in points], n=[tables[w][name][2] for w, _, _ in points], **slope(points)))
+                          ses=[se for _, _, se in points], n=[tables[w][name][2] for w, _, _ in points], **slope(points, args.at)))
     for record, adjusted in zip(found, holm([r["p"] for r in found])):
         record["p_holm"] = adjusted
         record["verdict"] = ("unresolved" if adjusted >= 0.05 else
                              "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width")
     print(f"# cost (vs 24comm, same seed and width) on log2(width): weighted least squares, z test, Holm over {len(found)}")
-    print("| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | verdict |")
-    print("| --- | --- | --- | --- | ---: | ---: | --- |")
+    print(f"| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | verdict | the line at {args.at} |")
+    print("| --- | --- | --- | --- | ---: | ---: | --- | --- |")
     for r in found:
         per_width = ", ".join(f"{w}: {m:+.4f}" for w, m in zip(r["widths"], r["costs"]))
         print(f"| {r['name']} | {len(r['widths'])} | {per_width} | {r['slope']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] "
-              f"| {r['p']:.2g} | {r['p_holm']:.2g} | {r['verdict']} |")
+              f"| {r['p']:.2g} | {r['p_holm']:.2g} | {r['verdict']} "
+              f"| {r['at_cost']:+.4f} [{r['at_ci_low']:+.4f}, {r['at_ci_high']:+.4f}] |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(found, f, indent=1)
