@@ -294,3 +294,38 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
         assert record["slope"] == pytest.approx(b, rel=1e-4, abs=1e-7)
         assert record["se"] == pytest.approx(1 / math.sqrt(sxx), rel=1e-4)
         assert record["p"] == pytest.approx(math.erfc(abs(b) * math.sqrt(sxx) / math.sqrt(2)), rel=1e-3, abs=1e-9)
+
+
+def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
+    """The branches of findings.md.j2 that wait for n_embd 128's analysis and the primary family's fit,
+    rendered from stand-in files (64's numbers as 128's, and a fit over 64 and 128 whose verdicts differ):
+    each number in them comes from its file, and the sentence follows the verdicts."""
+    import copy
+    from bench import render
+    data = render.numbers()
+    scale = data["scale"]
+    assert "family_w128" not in scale and "family_slope" not in scale, "128 is analysed: this test's stand-ins are due to go"
+    scale["family_w128"] = copy.deepcopy(scale["family_w64"])
+    scale["family_w128"]["drop5"].update(verdict="resolved: A lower", mean=-0.0321, ci_low=-0.05, ci_high=-0.01)
+    scale["w128"] = {"summary": {"shakespeare_char_24comm/w128_ref24": {"final_val_loss": "1.7777"}}}
+    rows = copy.deepcopy(scale["explore_slope_64_512"])
+    for row in rows:
+        row["widths"] = [64, 128]
+    rows[0].update(verdict="resolved: the cost shrinks with width", slope=-0.0123, at_cost=-0.0345)
+    rows[1].update(verdict="resolved: the cost grows with width", slope=+0.0101)
+    rows[2].update(verdict="unresolved")
+    scale["family_slope"] = {row["name"]: row for row in rows}
+    text = render.render_template("bench/studies/scale/findings.md.j2", data=data)
+    assert "**Status: n_embd 64 and 128 (CPU, float32)" in text and "fitted below over the widths whose seeds are in\n(64 and 128), 256" in text
+    section = text.split("## n_embd 128 (secondary")[1].split("## The primary family")[0]
+    assert "| 5comm | 5 | -0.0321 [-0.0500, -0.0100] |" in section and "24comm ends at 1.7777" in section
+    assert "5comm (-0.0321 [-0.0500, -0.0100]) ends lower than 24comm" in section
+    fit = text.split("## The primary family")[1].split("## Two widths")[0]
+    assert "--width 128=bench/studies/scale/w128/experiment_summary.csv" in fit
+    d = rows[0]
+    assert f"| 1comm | {d['costs'][0]:+.4f} | {d['costs'][1]:+.4f} | -0.0123 [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] |" in fit
+    assert f"| -0.0345 [{d['at_ci_low']:+.4f}, {d['at_ci_high']:+.4f}] |" in fit and "an extrapolation beyond the widest width fitted (128)" in fit
+    assert "the cost of 1comm and ladder is shown to shrink" in fit and "the cost of 2comm is shown to grow" in fit
+    assert "how the cost of 5comm and half the channels moves with width is unresolved" in fit and "Two widths fit any line" in fit
+    missing = text.split("## Missing")[1]
+    assert "n_embd 128, " not in missing and "--width 256=bench/studies/scale/w256/experiment_summary.csv" in missing
