@@ -329,3 +329,12 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     assert "how the cost of 5comm and half the channels moves with width is unresolved" in fit and "Two widths fit any line" in fit
     missing = text.split("## Missing")[1]
     assert "n_embd 128, " not in missing and "--width 256=bench/studies/scale/w256/experiment_summary.csv" in missing
+    # the README's findings and RESULTS' first screen state the transfer from the same file
+    readme = " ".join(render.render_template("bench/templates/readme_findings.md.j2", data=data).split())
+    assert "fitted over n_embd 64 and 128" in readme and "is open" not in readme
+    assert f"-0.0123 [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] for 1comm (shrinks)" in readme
+    assert f"+0.0101 [{rows[1]['ci_low']:+.4f}, {rows[1]['ci_high']:+.4f}] for 2comm (grows)" in readme and "for 5comm (unresolved)" in readme
+    assert f"put 1comm's cost at -0.0345 [{d['at_ci_low']:+.4f}, {d['at_ci_high']:+.4f}]" in readme
+    first = [line for line in render.render_template("bench/templates/results_answers.md.j2", data=data).splitlines()
+             if line.startswith("| Does it hold as the model grows?")]
+    assert len(first) == 1 and "shrinks for 1comm, ladder; grows for 2comm; unresolved for 5comm, half." in first[0]
