@@ -315,7 +315,14 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     rows[1].update(verdict="resolved: the cost grows with width", slope=+0.0101)
     rows[2].update(verdict="unresolved")
     scale["family_slope"] = {row["name"]: row for row in rows}
+    import json
+    scale["frontier_w128"] = {"frontier": json.loads(json.dumps(scale["frontier_w64"]["frontier"]).replace("w64_", "w128_"))}
+    for row in scale["frontier_w128"]["frontier"]["settings"]:
+        row["reached"] = row["n"] if row["name"].endswith(("_drop5", "_ref24")) else row["n"] - 1
     text = render.render_template("bench/studies/scale/findings.md.j2", data=data)
+    frontier = text.split("## The frontier at n_embd 128")[1].split("## The frontier at n_embd 512")[0]
+    assert "runs/*-w128_* --target 0.02" in frontier and "at this width 5comm and 24comm do" in frontier
+    assert "11 of 12 seeds (1comm)" in frontier and "(5comm)" not in frontier.split("The others")[1]
     assert "**Status: n_embd 64 and 128 (CPU, float32)" in text and "fitted below over the widths whose seeds are in\n(64 and 128), 256" in text
     section = text.split("## n_embd 128 (secondary")[1].split("## The primary family")[0]
     assert "| 5comm | 5 | -0.0321 [-0.0500, -0.0100] |" in section and "24comm ends at 1.7777" in section
