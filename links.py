@@ -10,8 +10,7 @@ src, dst, direction, purpose): runs are reproducible, and a `sim` process and th
 holds rank r draw the same masks for the link j -> r.
 
     link = link_from(config)        # from train.py's config keys (loss_model, loss_rate, ...)
-    link.describe()                 # one line for the startup banner
-    link.stats()                    # packets sent / lost / bursts, per direction and sync point
+    link.describe(), link.stats()   # the startup banner's line; packets sent / lost / bursts per direction and point
 """
 
 import contextlib
@@ -23,7 +22,7 @@ import torch.distributed as dist
 
 from loss_models import GE_PRESETS, BernoulliLoss, GilbertElliottLoss  # noqa: F401 (links' names)
 from masks import BWD, FWD, Drawn  # noqa: F401 (FWD, BWD: links' names for the directions)
-from quantize import arrived_values, decode, packets, per_token, wire_encode
+from quantize import arrived_values, decode, packets, per_token, rescaled, wire_encode
 from rotation import Rotation
 
 DIRECTIONS = ("fwd", "bwd")
@@ -204,9 +203,8 @@ class LossyLink:
         return ~lost
 
     def receive(self, acc, messages, r, direction, point, element_size=None):
-        """acc (rank r's own flat message) += every other rank's message, masked by the
-        packets of link j -> r that arrived. messages: flat (n,) tensors, one per rank;
-        element_size: bytes per element on the wire (default acc's: a quantized sync sends fewer)."""
+        """acc (rank r's own flat message) += every other rank's message (flat (n,) tensors, one per rank), masked by
+        the packets of link j -> r that arrived; element_size: bytes per element on the wire (default acc's)."""
         n = acc.numel()
         n_packets, per_packet = self.packets(n, element_size or acc.element_size())
         full = n // per_packet  # whole packets; a shorter last packet may follow
@@ -253,6 +251,8 @@ class LossyLink:
         rows, C = math.prod(shape[:-1]), shape[-1]
         work = torch.promote_types(acc.dtype, torch.float32)
         fill = 1 if self.fill_scale is None else self.fill_scale  # lost_fill='rescale': 1/(1-q) on what arrived
+        if self.fill_scale is not None and self.rotate is None and unit < 0:  # a row over packets: per channel
+            fill = rescaled(self.model, C, dtype, unit, self.packet_bytes).to(acc.device, work)
         for j, (payload, scale) in enumerate(wires):
             if j != r:
                 arrived = self.arrived(j, r, direction, point, n_packets, acc.device)
@@ -261,8 +261,8 @@ class LossyLink:
                     values = self.rotate.unrotate(units, j, direction, acc.numel())
                 else:
                     readable = arrived_values(arrived, rows, C, dtype, unit, self.packet_bytes)
-                    values = torch.where(readable, decode(payload, scale, work), 0).reshape(-1)
-                acc.add_((values * fill).to(acc.dtype))
+                    values = torch.where(readable, decode(payload, scale, work), 0)
+                acc.add_((values * fill).reshape(-1).to(acc.dtype))
         return acc
 
     def for_eval(self):

@@ -29,6 +29,10 @@ class BernoulliLoss:
     def can_lose(self):
         return self.loss_rate > 0
 
+    def both_arrive(self, distance):
+        """P(a packet and the one `distance` after it on the stream both arrive): independent, (1 - q)^2."""
+        return (1.0 - self.loss_rate) ** 2
+
     def describe(self):
         return f"bernoulli(loss_rate={self.loss_rate:g})"
 
@@ -82,6 +86,14 @@ class GilbertElliottLoss:
     @property
     def can_lose(self):
         return self.k < 1 or (self.p > 0 and self.h < 1)
+
+    def both_arrive(self, distance):
+        """P(a packet and the one `distance` after it both arrive), in the stationary chain. The chain's
+        d-step transition is pi + (1-p-r)^d (I - pi), so with a_s the arrival probability in state s this is
+        E[a]^2 + (1-p-r)^d Var[a] under pi: above E[a]^2 where bad states come in runs."""
+        bad = self.stationary_bad
+        mean = (1 - bad) * self.k + bad * self.h
+        return mean ** 2 + (1 - self.p - self.r) ** distance * ((1 - bad) * self.k ** 2 + bad * self.h ** 2 - mean ** 2)
 
     def describe(self):
         return f"gilbert_elliott(p={self.p:g}, r={self.r:g}, k={self.k:g}, h={self.h:g})"

@@ -116,3 +116,13 @@ def arrived_values(arrived, rows, C, dtype, unit, packet_bytes):
     spans = arrived.view(rows, -unit)  # (rows, packets of a row): the scale is in the first
     where = (4 + torch.arange(C, device=arrived.device) * dtype.itemsize) // packet_bytes  # (C,) each value's packet
     return spans[:, where] & spans[:, :1]
+
+
+def rescaled(model, C, dtype, unit, packet_bytes):
+    """lost_fill='rescale' for a whole-row message (not rotated) whose rows span packets (unit < 0): per
+    channel, 1 / P(the value is readable), so that what arrives sums to the message in expectation. A value
+    in its row's first packet needs that packet, 1 - q; one further on needs its own packet and the first
+    (the scale's): model.both_arrive(its packet's distance from the first). (C,) float64."""
+    where = (4 + torch.arange(C) * dtype.itemsize) // packet_bytes  # (C,) each value's packet within its row
+    readable = [1.0 - model.stationary_loss] + [model.both_arrive(d) for d in range(1, -unit)]
+    return 1.0 / torch.tensor(readable, dtype=torch.float64)[where]

@@ -16,6 +16,7 @@ from comms import SimComm
 from conftest import SMALL, TINY, assert_one_line_error
 from links import BWD, FWD, GE_PRESETS, LosslessLink, link_from
 from masks import AllArrive
+from quantize import decode, wire_encode
 from model import GPT, GPTConfig
 from rotation import blocks, hadamard, transform
 from test_dist import assert_same_run
@@ -54,6 +55,39 @@ def test_rescale_is_unbiased(rate):
         bias, se = total.mean() - 1, total.std() / math.sqrt(draws)
         assert abs(bias - (mean_share - 1)) < 4 * se, (fill, bias, se)
         print(f"q={rate} {fill}: relative bias of the received sum {bias:+.5f} (standard error {se:.5f})")
+
+
+def test_both_arrive_is_the_chains_two_packet_arrival():
+    """P(a packet and the one d after it both arrive): (1 - q)^2 under Bernoulli; under Gilbert-Elliott
+    pi diag(a) T^d a, with T the chain's transition matrix raised by numpy (an independent reference)."""
+    assert link_from({"loss_model": "bernoulli", "loss_rate": 0.3}).model.both_arrive(3) == pytest.approx(0.49)
+    p, r, k, h = 0.05, 0.3, 0.98, 0.2
+    model = link_from({"loss_model": "gilbert_elliott", "ge_p": p, "ge_r": r, "ge_k": k, "ge_h": h}).model
+    T, a = np.array([[1 - p, p], [r, 1 - r]]), np.array([k, h])
+    pi = np.array([r, p]) / (p + r)
+    for d in (1, 2, 5, 40):
+        assert model.both_arrive(d) == pytest.approx(pi @ np.diag(a) @ np.linalg.matrix_power(T, d) @ a, rel=1e-12), d
+    assert model.both_arrive(1) > (1 - model.stationary_loss) ** 2  # losses come in runs: arrivals too
+
+
+@pytest.mark.parametrize("loss", [{"loss_model": "bernoulli", "loss_rate": 0.3},
+                                  {"loss_model": "gilbert_elliott", "ge_p": 0.2, "ge_r": 0.4, "ge_k": 0.95, "ge_h": 0.3}])
+def test_rescale_is_unbiased_where_an_int8_row_spans_packets(loss):
+    """An int8 row of 40 values and its 4-byte scale over 16-byte packets spans three, its scale in the first:
+    a value past the first packet needs two packets, and rescale divides it by that chance (quantize.rescaled).
+    Mean received over many draws == the decoded message, per channel, for both loss models."""
+    C, draws = 40, 4000
+    link = link_from({**loss, "packet_bytes": 16, "lost_fill": "rescale", "seed": 1})
+    message = torch.linspace(1, 2, C, dtype=torch.float64).view(1, C)
+    wires = [link.encode(torch.zeros_like(message), 0, FWD, torch.int8), link.encode(message, 1, FWD, torch.int8)]
+    decoded = decode(*wire_encode(message, torch.int8), torch.float64)[0]  # what a lossless crossing delivers
+    got = torch.stack([link.receive_encoded(torch.zeros(C, dtype=torch.float64), wires, 0, FWD, "p", torch.int8, message.shape)
+                       for _ in range(draws)])
+    z = (got.mean(0) - decoded) / (got.std(0) / math.sqrt(draws))
+    assert z.abs().max() < 4.5, z.abs().max()  # 40 channels, Bonferroni: about 0.03%
+    # the values past the first packet are the ones the old 1 / (1 - q) left short, by a factor 1 - q
+    past = (4 + torch.arange(C)) >= 16
+    assert past.sum() == 28 and got.mean(0)[past].mean() / decoded[past].mean() == pytest.approx(1, abs=0.03)
 
 
 def test_hadamard_blocks_and_inverse_are_exact():
