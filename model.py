@@ -211,11 +211,11 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([Block(config, i, ranks, layers) for i in range(config.n_layer)]),
             ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.replicated_rng = None  # the embedding dropout's generator, seeded alike on every TP rank (train.py)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
         self.set_block_types(config.block_types)  # its counts; refused with sequence parallelism if it has ladder
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
@@ -333,7 +333,11 @@ class GPT(nn.Module):
         B, L = idx.size()
         assert L <= self.config.block_size, f"sequence of length {L}, block_size is {self.config.block_size}"
         pos = torch.arange(0, L, dtype=torch.long, device=idx.device)
-        return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos)).unsqueeze(0)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, L, C)
+        if self.training and self.config.dropout > 0:  # one mask for every TP rank: a per-process draw would start
+            keep = 1 - self.config.dropout              # each rank of a `dist` run from a different state
+            x = x * torch.empty_like(x).bernoulli_(keep, generator=self.replicated_rng) / keep
+        return x.unsqueeze(0)
 
     def run_blocks(self, b, d, blocks):
         """The residual state (b, d) through blocks, in order; d None means no pending partials.

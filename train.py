@@ -25,7 +25,8 @@ import configurator
 import faults
 import label_eval
 import megatron_shim
-from data.common import DROPOUT as _DROPOUT, Batches, PrepareError, read_prepared, step_seed  # _: not a config key
+from data.common import DROPOUT as _DROPOUT, REPLICATED_DROPOUT as _REPLICATED  # _: not config keys
+from data.common import Batches, PrepareError, read_prepared, step_seed
 from links import LossyLink, link_from
 from mfu import estimate_mfu, peak_flops_per_device
 from model import GPT, ColumnParallelLinear, GPTConfig, RowParallelLinear, model_args_from
@@ -324,7 +325,8 @@ while True:
         break
 
     # forward, backward, gradient reduce and clipping over the micro-batches (step.py), then the update
-    torch.manual_seed(step_seed(seed, _DROPOUT, dp_rank, tp_rank, iter_num, *train_step.stage_seed))  # dropout
+    torch.manual_seed(step_seed(seed, _DROPOUT, dp_rank, tp_rank, iter_num, *train_step.stage_seed))  # dropout: per rank
+    raw_model.replicated_rng = torch.Generator(device).manual_seed(step_seed(seed, _REPLICATED, dp_rank, iter_num))  # alike
     loss, grad_norm, measured = train_step(lambda k: get_batch("train", iter_num, k), optimizer,
                                            grad_clip or math.inf, check_counts)
     check_counts = False  # the counter, once after start and after every switch of pattern

@@ -207,7 +207,7 @@ def split_ids(ids, val_fraction):
 
 # Random streams: every draw of step i is seeded from (seed, stream, dp rank, i), so a resumed
 # run draws exactly what an unbroken run draws, with no RNG state to carry (train.py).
-TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT = range(5)
+TRAIN_DATA, VAL_DATA, EVAL_TRAIN, EVAL_VAL, DROPOUT, REPLICATED_DROPOUT = range(6)
 
 
 def step_seed(seed, *parts):

@@ -268,3 +268,24 @@ def test_count_sync_points_rule():
     assert count_sync_points(("spd", "parallel") * 6, 2) == 7  # the old guide's "8 comms"
     assert count_sync_points(("spd", "parallel", "parallel") * 4, 2) == 5  # the old guide's "6 comms"
     assert count_sync_points(("tp",) * 12, 1) == 0
+
+
+def test_the_embedding_dropout_is_one_mask_for_every_tp_rank():
+    """The embedding is the state every TP rank starts from, so its dropout mask comes from the generator
+    train.py seeds alike on every rank (replicated_rng), not from the per-rank global one that the blocks'
+    dropout (on each rank's own partials) draws from: two processes whose global generators differ, as a
+    `dist` run's ranks' do, embed alike. Scaled as inverted dropout; off in eval."""
+    model = make(tp_size=2, dropout=0.5).train()
+    idx, _ = batch()
+    embedded = []
+    for global_seed in (11, 12):  # what two TP ranks' per-rank seeds do to the global generator
+        torch.manual_seed(global_seed)
+        model.replicated_rng = torch.Generator().manual_seed(7)
+        embedded.append(model.embed(idx))
+    assert torch.equal(embedded[0], embedded[1])
+    whole = (model.transformer.wte(idx) + model.transformer.wpe(torch.arange(idx.shape[1]))).unsqueeze(0)
+    kept = embedded[0] != 0
+    assert 0.3 < kept.float().mean() < 0.7 and torch.allclose(embedded[0][kept], 2 * whole[kept])
+    model.replicated_rng = torch.Generator().manual_seed(8)
+    assert not torch.equal(model.embed(idx), embedded[0])  # the generator, not a fixed mask
+    assert torch.equal(model.eval().embed(idx), whole)
