@@ -193,7 +193,12 @@ MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "dropout", "t
 
 
 def model_args_from(config, vocab_size):
-    """GPTConfig arguments from a train.py config dict (vocab_size comes from the data)."""
+    """GPTConfig arguments from a train.py config dict (vocab_size comes from the data), its shape final (init_from's
+    weights set it): only now can a partial sync be checked to send at least one channel."""
+    fraction, width = config.get("sync_fraction", 1.0), config["n_embd"]
+    if isinstance(width, int) and width >= 1 and round(fraction * width) < 1:
+        raise ValueError(f"sync_fraction={fraction!r} sends no channel of n_embd={width} (round(sync_fraction * n_embd) "
+                         f"must be at least 1)")
     return dict({key: config[key] for key in MODEL_KEYS}, vocab_size=vocab_size)
 
 

@@ -94,8 +94,6 @@ def test_train_defaults_are_the_globals_of_train_py():
     ("peak_flops", -1.0, "peak_flops=-1.0 must be at least 0.0"),
     ("tp_mode", "mpi", "tp_mode='mpi': allowed values are 'sim', 'dist'"),
     ("nonfinite", "ignore", "nonfinite='ignore': allowed values are 'stop', 'skip'"),
-    ("sync_fraction", 0.001, "sync_fraction=0.001 must be in (0, 1] and send at least one of n_embd=64 channels "
-                             "(round(sync_fraction * n_embd) >= 1)"),  # an empty message: a division by zero later
     ("init_from", "no/such/ckpt.pt", "init_from='no/such/ckpt.pt': allowed values are 'scratch', 'resume', "
                                      "a GPT-2 name (gpt2, gpt2-medium, gpt2-large, gpt2-xl), or an existing ckpt.pt, "
                                      "run directory or transformers directory"),

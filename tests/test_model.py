@@ -289,3 +289,17 @@ def test_the_embedding_dropout_is_one_mask_for_every_tp_rank():
     model.replicated_rng = torch.Generator().manual_seed(8)
     assert not torch.equal(model.embed(idx), embedded[0])  # the generator, not a fixed mask
     assert torch.equal(model.eval().embed(idx), whole)
+
+
+def test_a_partial_sync_is_checked_against_the_final_width():
+    """model_args_from runs once init_from's weights have set the shape: a share of GPT-2's 768 channels that
+    a 64-wide default would round to none passes, one that sends none of the final width is refused, and a
+    width that is itself wrong is left to GPTConfig's own message."""
+    from model import MODEL_KEYS, model_args_from
+    config = {key: value for key, value in GPTConfig(**SMALL).__dict__.items() if key in MODEL_KEYS}
+    assert model_args_from(dict(config, n_embd=768, sync_fraction=0.005), 50)["n_embd"] == 768
+    with pytest.raises(ValueError, match=r"sync_fraction=0.005 sends no channel of n_embd=64"):
+        model_args_from(dict(config, n_embd=64, sync_fraction=0.005), 50)
+    model_args_from(dict(config, n_embd=0, sync_fraction=1.0), 50)  # GPTConfig names n_embd
+    with pytest.raises(ValueError, match=r"n_embd=0"):
+        GPTConfig(**model_args_from(dict(config, n_embd=0), 50))

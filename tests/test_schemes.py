@@ -207,6 +207,7 @@ def test_a_ladder_run_logs_syncs_exposed_syncs_and_bytes(char_data, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--sync_fraction=0"], "sync_fraction=0.0 must be in (0, 1]"),
     (["--sync_fraction=1.5"], "sync_fraction=1.5 must be in (0, 1]"),
+    (["--sync_fraction=0.01"], "sync_fraction=0.01 sends no channel of n_embd=32"),  # an empty message
     (["--sync_dtype=fp4"], "sync_dtype='fp4': allowed values are"),
     (["--block_types=ladder,lader"], "unknown block type 'lader'"),
 ])
