@@ -166,7 +166,7 @@ TRAIN_CHOICES = {
     "transport": ("unreliable", "reliable"), "loss_model": tuple(LOSS_MODEL_KEYS), "optimizer": ("adamw", "muon"), "sync_dtype": ("", "bfloat16", "float8_e4m3fn", "int8")}
 TRAIN_RANGES = {
     "eval_interval": (1, None), "log_interval": (1, None), "eval_iters": (1, None), "batch_size": (1, None),
-    "gradient_accumulation_steps": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
+    "gradient_accumulation_steps": (1, None), "tp_size": (1, None), "pp_size": (1, None), "dist_timeout_s": (1, None), "max_iters": (0, None),
     "warmup_iters": (0, None), "lr_decay_iters": (0, None), "seed": (0, 2 ** 64 - 1),  # numpy and torch seeds
     "learning_rate": (0.0, None), "min_lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
     "peak_flops": (0.0, None), "n_experts": (0, None), "experts_top_k": (1, None), "moe_aux_loss_coef": (0.0, None)}
@@ -201,6 +201,12 @@ def check_train_config(config):
     if config.get("optimizer") == "muon" and config.get("zero_stage"):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")
+    device = str(config.get("device", "auto"))
+    if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise ConfigError(f"device={device!r}: allowed values are 'auto', 'cpu', 'cuda' and 'cuda:<index>'")
+    if config.get("init_optimizer") and config.get("init_from") == "scratch":
+        raise ConfigError("init_optimizer=True takes the AdamW state of init_from's checkpoint: init_from='scratch' "
+                          "has none (set init_from to a checkpoint, or init_optimizer=False)")
     if config.get("sequence_parallel"):
         check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:

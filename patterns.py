@@ -14,26 +14,27 @@ model.py builds the blocks; this file only names them.
 BLOCK_TYPES = ("tp", "spd", "parallel", "ladder")
 
 
-def parse_block_types(spec, n_layer):
-    """'parallel,spd' or 'parallel*5,spd' (a unit tiled to n_layer) -> n_layer names."""
+def parse_block_types(spec, n_layer, key="block_types"):
+    """'parallel,spd' or 'parallel*5,spd' (a unit tiled to n_layer) -> n_layer names; key: the config key errors name."""
     tokens = spec.split(",") if isinstance(spec, str) else list(spec)
     unit = []
     for token in tokens:
         name, _, times = str(token).strip().partition("*")
         name = name.strip().lower()
         if name not in BLOCK_TYPES:
-            raise ValueError(f"block_types: unknown block type {name!r} in {spec!r}; "
+            raise ValueError(f"{key}: unknown block type {name!r} in {spec!r}; "
                              f"allowed: {', '.join(BLOCK_TYPES)} (a unit like 'parallel*5,spd' repeats)")
         if times and not (times.strip().isdigit() and int(times) > 0):
-            raise ValueError(f"block_types: bad repeat {token.strip()!r} in {spec!r}; write e.g. 'parallel*5'")
+            raise ValueError(f"{key}: bad repeat {token.strip()!r} in {spec!r}; write e.g. 'parallel*5'")
         unit += [name] * (int(times) if times else 1)
     if not unit or n_layer % len(unit):
-        raise ValueError(f"block_types: a pattern of {len(unit)} blocks ({spec!r}) does not tile n_layer={n_layer}")
+        raise ValueError(f"{key}: a pattern of {len(unit)} blocks ({spec!r}) does not tile n_layer={n_layer}")
     return tuple(unit * (n_layer // len(unit)))
 
 
-def parse_block_schedule(spec, n_layer):
-    """'0:tp;300:spd' -> [(0, tp x n_layer), (300, spd x n_layer)]: the pattern in force from each iteration."""
+def parse_block_schedule(spec, n_layer, key="block_schedule"):
+    """'0:tp;300:spd' -> [(0, tp x n_layer), (300, spd x n_layer)]: the pattern in force from each iteration;
+    key: the config key errors name (train.py's '0:<block_types>' when no schedule is set names block_types)."""
     schedule = []
     for part in spec.split(";"):
         start, colon, pattern = part.partition(":")
@@ -42,7 +43,7 @@ def parse_block_schedule(spec, n_layer):
                              f"write e.g. '0:tp;300:spd;450:parallel,spd'")
         if int(start) != 0 if not schedule else int(start) <= schedule[-1][0]:
             raise ValueError(f"block_schedule: {spec!r} must start at iteration 0, and its iterations increase")
-        schedule.append((int(start), parse_block_types(pattern, n_layer)))
+        schedule.append((int(start), parse_block_types(pattern, n_layer, key)))
     return schedule
 
 

@@ -138,8 +138,9 @@ distributed = int(os.environ.get("RANK", -1)) != -1
 if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if device.startswith("cuda") else "cpu"
-if device_type == "cuda" and not torch.cuda.is_available():
-    sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
+if device_type == "cuda" and (not torch.cuda.is_available() or int(device.partition(":")[2] or 0) >= torch.cuda.device_count()):
+    sys.exit(f"error: device={device!r} but this machine has {torch.cuda.device_count()} CUDA devices; "
+             f"use --device=cpu or cuda:<index>")
 if tp_procs * pp_size > 1 and not distributed:
     why = f"tp_mode={tp_mode!r} runs one process per TP rank" if tp_procs > 1 else f"pp_size={pp_size} runs one process per stage"
     sys.exit(f"error: {why}: launch with torchrun --nproc_per_node={pp_size * tp_procs} train.py ... (or a multiple)")
@@ -186,7 +187,8 @@ label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/p
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
 try:
     weights = ckpt.new_run_weights(config, meta_vocab_size)  # init_from's weights and shape; never over a checkpoint
-    schedule = parse_block_schedule(block_schedule or f"0:{block_types}", config["n_layer"])  # [(iter, pattern)]
+    schedule = parse_block_schedule(block_schedule or f"0:{block_types}", config["n_layer"],  # [(iter, pattern)]
+                                    "block_schedule" if block_schedule else "block_types")
     config["block_types"] = block_types if not block_schedule else ",".join(schedule[0][1])
     model_args = model_args_from(config, vocab_size=weights.shape["vocab_size"] if weights else meta_vocab_size or 50304)
     gptconf = GPTConfig(**model_args)  # 50304 above: GPT-2's vocabulary padded

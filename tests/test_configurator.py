@@ -94,6 +94,11 @@ def test_train_defaults_are_the_globals_of_train_py():
     ("peak_flops", -1.0, "peak_flops=-1.0 must be at least 0.0"),
     ("tp_mode", "mpi", "tp_mode='mpi': allowed values are 'sim', 'dist'"),
     ("nonfinite", "ignore", "nonfinite='ignore': allowed values are 'stop', 'skip'"),
+    ("tp_size", 0, "tp_size=0 must be at least 1"),  # a division by zero in dist's process grid
+    ("device", "mps", "device='mps': allowed values are 'auto', 'cpu', 'cuda' and 'cuda:<index>'"),
+    ("device", "cuda:x", "device='cuda:x': allowed values are 'auto', 'cpu', 'cuda' and 'cuda:<index>'"),
+    ("init_optimizer", True, "init_optimizer=True takes the AdamW state of init_from's checkpoint: "
+                             "init_from='scratch' has none (set init_from to a checkpoint, or init_optimizer=False)"),
     ("init_from", "no/such/ckpt.pt", "init_from='no/such/ckpt.pt': allowed values are 'scratch', 'resume', "
                                      "a GPT-2 name (gpt2, gpt2-medium, gpt2-large, gpt2-xl), or an existing ckpt.pt, "
                                      "run directory or transformers directory"),
@@ -160,3 +165,15 @@ def test_every_link_key_is_read_by_some_loss_model_and_the_ones_read_pass():
                                          transport="reliable", loss_fwd=False, loss_eval=True))
     configurator.check_train_config(dict(defaults, loss_model="gilbert_elliott", ge_preset="heavy", ge_p=0.1,
                                          lost_fill="rescale", sync_rotation="hadamard"))
+
+
+def test_the_readme_documents_every_config_key_and_no_other():
+    """README's "Config keys" table: its first column names every global of train.py's config (what
+    configurator.train_defaults reads), and none that train.py lacks."""
+    import re
+    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    section = text.split("\n## Config keys\n", 1)[1].split("\n## ", 1)[0]
+    named = {key for row in re.findall(r"^\| ([^|]+) \|", section, flags=re.M) for key in re.findall(r"`(\w+)`", row)}
+    keys = set(configurator.train_defaults())
+    assert not keys - named, f"README's Config keys lacks {sorted(keys - named)}"
+    assert not named - keys, f"README's Config keys names {sorted(named - keys)}, which train.py does not have"

@@ -93,9 +93,11 @@ def test_schedules_parse_and_say_what_is_wrong():
     assert pattern_at(schedule, 10 ** 6) == ("parallel", "spd") * 2
     for bad, message in [("300:tp", "must start at iteration 0"), ("0:tp;5:spd;5:tp", "iterations increase"),
                          ("0:tp;spd", "is not iteration:pattern"), ("0:tp;x:spd", "is not iteration:pattern"),
-                         ("0:tpp", "unknown block type 'tpp'"), ("0:tp,spd,spd", "does not tile n_layer=4")]:
+                         ("0:tpp", "^block_schedule: unknown block type 'tpp'"), ("0:tp,spd,spd", "does not tile n_layer=4")]:
         with pytest.raises(ValueError, match=message):
             parse_block_schedule(bad, 4)
+    with pytest.raises(ValueError, match="^block_types: unknown block type 'tpp'"):  # train.py's schedule of block_types
+        parse_block_schedule("0:tpp", 4, "block_types")
 
 
 def records(out_dir):
