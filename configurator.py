@@ -207,6 +207,10 @@ def check_train_config(config):
     if config.get("init_optimizer") and config.get("init_from") == "scratch":
         raise ConfigError("init_optimizer=True takes the AdamW state of init_from's checkpoint: init_from='scratch' "
                           "has none (set init_from to a checkpoint, or init_optimizer=False)")
+    if config.get("loss_model", "none") != "none" and config.get("sync_dtype") in ("int8", "float8_e4m3fn") \
+            and config.get("packet_bytes", 1500) < 5:
+        raise ConfigError(f"packet_bytes={config['packet_bytes']} with sync_dtype={config['sync_dtype']!r}: a packet "
+                          f"carries a 4-byte scale and at least one value, so packet_bytes must be at least 5")
     if config.get("sequence_parallel"):
         check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:

@@ -177,3 +177,11 @@ def test_the_readme_documents_every_config_key_and_no_other():
     keys = set(configurator.train_defaults())
     assert not keys - named, f"README's Config keys lacks {sorted(keys - named)}"
     assert not named - keys, f"README's Config keys names {sorted(named - keys)}, which train.py does not have"
+
+
+def test_a_quantized_packet_must_hold_its_scale_and_a_value():
+    lossy = dict(configurator.train_defaults(), loss_model="bernoulli", loss_rate=0.01, sync_dtype="int8", packet_bytes=4)
+    with pytest.raises(ConfigError, match=r"^packet_bytes=4 with sync_dtype='int8': a packet carries a 4-byte scale"):
+        configurator.check_train_config(lossy)
+    configurator.check_train_config(dict(lossy, packet_bytes=5))
+    configurator.check_train_config(dict(lossy, sync_dtype="bfloat16"))  # no scale: 4 bytes hold two values
