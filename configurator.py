@@ -198,6 +198,10 @@ def check_train_config(config):
         if not hasattr(torch.optim, "Muon"):
             raise ConfigError(f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this torch is "
                               f"{torch.__version__}: upgrade torch or use optimizer='adamw'")
+    if config.get("optimizer") == "muon" and config.get("pp_size", 1) > 1:
+        raise ConfigError(f"optimizer='muon' with pp_size={config['pp_size']} is not built (a pipeline's checkpoint "
+                          f"merges AdamW's parameter groups only, so Muon's could not be resumed): use pp_size=1 or "
+                          f"optimizer='adamw'")
     if config.get("optimizer") == "muon" and config.get("zero_stage"):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")

@@ -185,3 +185,10 @@ def test_a_quantized_packet_must_hold_its_scale_and_a_value():
         configurator.check_train_config(lossy)
     configurator.check_train_config(dict(lossy, packet_bytes=5))
     configurator.check_train_config(dict(lossy, sync_dtype="bfloat16"))  # no scale: 4 bytes hold two values
+
+
+def test_muon_is_refused_where_its_checkpoint_could_not_resume():
+    """A pipeline's checkpoint rebuilds the whole model's AdamW parameter groups (pipeline.merge): Muon's three
+    groups would be saved as two and never load again, so the combination is refused before it trains."""
+    with pytest.raises(ConfigError, match=r"^optimizer='muon' with pp_size=2 is not built"):
+        configurator.check_train_config(dict(configurator.train_defaults(), optimizer="muon", pp_size=2))
