@@ -64,6 +64,9 @@ def load(path, device):
         raise CheckpointError(f"{path} does not exist") from None
     except Exception as e:  # a truncated or foreign file: say which, not a pickle traceback
         raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}: {str(e)[:80]})") from None
+    if not (isinstance(checkpoint, dict) and isinstance(checkpoint.get("model_args"), dict) and "model" in checkpoint):
+        raise CheckpointError(f"{path} is a torch file but not a checkpoint of this project's train.py (no model_args "
+                              f"and model)")
     checkpoint["model_args"].pop("tp_mode", None)  # older checkpoints named the mode; the layout is the same
     return checkpoint
 
@@ -128,6 +131,7 @@ def collect(model, optimizer, comm, dp_rank, step=None):
         per_group = comm.processes_per_tp_group(comm.tp_size) * (step.size if step else 1)
         pieces["link"] = [LossyLink.merge_states(states[g:g + per_group]) for g in range(0, len(states), per_group)]
         pieces["link_model"] = comm.link.describe()
+        pieces["link_device"] = next(model.parameters()).device.type  # a generator's state is its device's
     return pieces
 
 
@@ -152,9 +156,12 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, blo
     if pipeline is not None:  # this stage's part of the whole model (any pp_size saved it)
         model_state, optim_state = pipeline.split(model_state, optim_state, optimizer)
     _load_sharded(model, optimizer, model_state, optim_state, comm)
-    scaler.load_state_dict(checkpoint.get("scaler", {}))
-    link, note = comm.link, None
-    if link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
+    if checkpoint.get("scaler") or not scaler.is_enabled():  # a float16 run resuming another dtype's: a fresh scale
+        scaler.load_state_dict(checkpoint.get("scaler", {}))
+    link, note, device_type = comm.link, None, next(model.parameters()).device.type
+    if link.lossy and checkpoint.get("link_device", device_type) != device_type:  # another device's generators
+        note = f"resume: the checkpoint's link streams were drawn on {checkpoint['link_device']}; streams start fresh"
+    elif link.lossy and checkpoint.get("link_model") == link.describe() and len(checkpoint["link"]) == dp_world:
         state = comm.own_link_state(checkpoint["link"][dp_rank])
         if pipeline is not None and not pipeline.is_first:  # every stage draws every stream; one keeps the totals
             state = {**state, "sent": {}, "lost": {}, "bursts": {}}
@@ -220,8 +227,12 @@ def read_weights(init_from):
         return _transformers_weights(where)
     checkpoint = load(where, "cpu")
     args = dict(checkpoint["model_args"], dropout=0.0)
-    source = GPT(GPTConfig(**args))  # its own tp_size, all ranks here: reassembles the dense weights
-    source.load_state_dict(checkpoint["model"])
+    try:
+        source = GPT(GPTConfig(**args))  # its own tp_size, all ranks here: reassembles the dense weights
+        source.load_state_dict(checkpoint["model"])
+    except (TypeError, ValueError, RuntimeError) as e:  # e.g. upstream nanoGPT's ckpt.pt: other names and shapes
+        raise CheckpointError(f"{where}: its weights do not fit this project's GPT ({type(e).__name__}: "
+                              f"{str(e)[:80]})") from None
     text = (f"{where} (iter {checkpoint.get('iter_num', '?')}, blocks {describe_pattern(source.config.block_types)}, "
             f"tp_size={args['tp_size']})")
     return Weights(source.dense_state_dict(), {k: args[k] for k in (*SHAPE_KEYS, "vocab_size")}, text, checkpoint)

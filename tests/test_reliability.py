@@ -51,6 +51,18 @@ def test_corrupt_or_truncated_checkpoint_is_a_one_line_error(char_data, tmp_path
     assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is not a readable checkpoint")
     open(path, "wb").write(b"not a checkpoint at all")
     assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is not a readable checkpoint")
+    torch.save(torch.zeros(3), path)  # a torch file, not a checkpoint
+    assert_one_line_error(run_train(*args, "--init_from=resume"), "ckpt.pt is a torch file but not a checkpoint")
+
+
+def test_a_foreign_checkpoint_is_a_one_line_error(tmp_path):
+    """A checkpoint-shaped file whose weights are not this GPT's (upstream nanoGPT's compiled names)."""
+    from checkpoint import CheckpointError, read_weights
+    path = str(tmp_path / "ckpt.pt")
+    args = dict(n_layer=1, n_head=2, n_embd=8, block_size=8, bias=False, vocab_size=10, dropout=0.0)
+    torch.save({"model_args": args, "model": {"_orig_mod.transformer.wte.weight": torch.zeros(10, 8)}}, path)
+    with pytest.raises(CheckpointError, match=r"ckpt.pt: its weights do not fit this project's GPT \(RuntimeError"):
+        read_weights(path)
 
 
 @pytest.mark.slow
@@ -274,3 +286,22 @@ def test_sweep_runs_every_config_of_a_seed_before_the_next_seed(tmp_path):
     ids = [line.split()[-1] for line in result.stdout.splitlines()[1:]]
     assert ids == ["shakespeare_char_24comm-s1", "shakespeare_char_2comm-s1",
                    "shakespeare_char_24comm-s2", "shakespeare_char_2comm-s2"]
+
+
+@pytest.mark.slow
+def test_a_resume_on_another_device_or_dtype_goes_on_with_a_note(char_data, tmp_path):
+    """A lossy run's link streams saved on another device (a CUDA generator's state cannot be a CPU one's)
+    start fresh, said in one line, instead of a traceback; a float16 run resuming a float32 checkpoint
+    (no scaler state saved) starts its GradScaler fresh."""
+    args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--eval_interval=2", "--eval_iters=1",
+            "--loss_model=bernoulli", "--loss_rate=0.05"]
+    assert run_train(*args, "--max_iters=2").returncode == 0
+    path = os.path.join(tmp_path, "ckpt.pt")
+    checkpoint = torch.load(path, weights_only=False)
+    assert checkpoint["link_device"] == "cpu"
+    torch.save(dict(checkpoint, link_device="cuda"), path)
+    result = run_train(*args, "--max_iters=4", "--init_from=resume")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "the checkpoint's link streams were drawn on cuda; streams start fresh" in result.stdout
+    result = run_train(*args, "--max_iters=6", "--init_from=resume", "--dtype=float16")
+    assert result.returncode == 0, result.stderr[-2000:]
