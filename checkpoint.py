@@ -135,10 +135,16 @@ def collect(model, optimizer, comm, dp_rank, step=None):
     return pieces
 
 
-def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, block_schedule="", pipeline=None):
+# What a resumed run must keep, beside the model's shape: a change would splice two different runs into one log
+# (the layout, the length and the network may change: tp_mode, pp_size, zero_stage, max_iters, the link, ...).
+RUN_KEYS = ("block_schedule", "seed", "dataset", "batch_size", "sync_fraction", "sync_dtype")
+
+
+def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, config=None, pipeline=None):
     """Continue the run saved at path: load this process's part of the model, optimizer, scaler
-    and link state. Returns the checkpoint's remaining fields (iter_num, best_val_loss, ...) and
-    a note for the log, or None. CheckpointError for a missing file or another model."""
+    and link state, the optimizer's settings (weight decay, betas) this config's. Returns the checkpoint's
+    remaining fields (iter_num, best_val_loss, ...) and a note for the log, or None. CheckpointError for a
+    missing file, another model or another run (RUN_KEYS: config, train.py's, against the saved one)."""
     checkpoint = load(path, device)
     saved, ours = GPTConfig(**checkpoint["model_args"]), model.config
     for key in (*MODEL_KEYS, "vocab_size"):  # the same model (dropout may change)
@@ -148,14 +154,18 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, blo
             raise CheckpointError(f"resume: {path} has {key}={show(getattr(saved, key))}, this config has "
                                   f"{key}={show(getattr(ours, key))}"
                                   + (" (a new run from these weights: init_from=<its ckpt.pt>)" if pattern else ""))
-    saved_schedule = checkpoint.get("config", {}).get("block_schedule", "")
-    if saved_schedule != block_schedule:  # a resumed run keeps its schedule, as it keeps its pattern
-        raise CheckpointError(f"resume: {path} has block_schedule={saved_schedule!r}, "
-                              f"this config has block_schedule={block_schedule!r}")
+    saved_config = checkpoint.get("config", {})
+    for key in RUN_KEYS if config is not None else ():  # a resumed run keeps these, as it keeps its pattern
+        if key in saved_config and saved_config[key] != config[key]:
+            raise CheckpointError(f"resume: {path} has {key}={saved_config[key]!r}, this config has {key}={config[key]!r} "
+                                  f"(a new run from these weights: init_from=<its ckpt.pt>)")
     model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
     if pipeline is not None:  # this stage's part of the whole model (any pp_size saved it)
         model_state, optim_state = pipeline.split(model_state, optim_state, optimizer)
+    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     _load_sharded(model, optimizer, model_state, optim_state, comm)
+    for group, own in zip(optimizer.param_groups, settings):  # the moments, and this config's settings
+        group.update(own)
     if checkpoint.get("scaler") or not scaler.is_enabled():  # a float16 run resuming another dtype's: a fresh scale
         scaler.load_state_dict(checkpoint.get("scaler", {}))
     link, note, device_type = comm.link, None, next(model.parameters()).device.type

@@ -219,7 +219,7 @@ optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta
 try:
     if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
-                                     block_schedule, pipeline)
+                                     config, pipeline)
         iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
         resumed, weights_from = None, f"{ckpt_path} (resumed at iter {iter_num})"  # free memory
         if note and master_process:

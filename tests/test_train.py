@@ -143,3 +143,21 @@ def test_wandb_offline(char_data, tmp_path):
                        "--wandb_log=True", env={"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr[-3000:]
     assert glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))
+
+
+@pytest.mark.slow
+def test_a_resume_keeps_its_run_and_takes_this_configs_optimizer_settings(char_data, tmp_path):
+    """Resuming with another seed or sync_fraction would splice two runs into one log: refused in one line.
+    A changed weight decay is this config's from the resume on (config.json says so), not the checkpoint's."""
+    import torch
+    args = [*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--always_save_checkpoint=True",
+            "--eval_interval=2", "--eval_iters=1"]
+    assert run_train(*args, "--max_iters=2", "--weight_decay=0.1").returncode == 0
+    assert_one_line_error(run_train(*args, "--max_iters=4", "--init_from=resume", "--seed=7"),
+                          "resume:", "has seed=1337, this config has seed=7")
+    assert_one_line_error(run_train(*args, "--max_iters=4", "--init_from=resume", "--sync_fraction=0.5"),
+                          "has sync_fraction=1.0, this config has sync_fraction=0.5")
+    assert run_train(*args, "--max_iters=4", "--init_from=resume", "--weight_decay=0.3").returncode == 0
+    saved = torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)
+    assert saved["config"]["weight_decay"] == 0.3
+    assert [g["weight_decay"] for g in saved["optimizer"]["param_groups"]] == [0.3, 0.0]
