@@ -338,7 +338,16 @@ def start_log(log_path, resume_iter=None):
     kept = []
     if resume_iter is not None and os.path.exists(log_path):
         with open(log_path) as f:
-            kept = [line for line in f if line.strip() and json.loads(line)["iter"] < resume_iter]
+            lines = [line for line in f if line.strip()]
+        for n, line in enumerate(lines):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # the interrupted run's last write, torn (disk full, power): dropped
+                if n == len(lines) - 1:
+                    break
+                raise SystemExit(f"error: {log_path}: line {n + 1} is not a JSON record; move the file aside to resume")
+            if record["iter"] < resume_iter:
+                kept.append(line if line.endswith("\n") else line + "\n")
     with open(log_path + ".tmp", "w") as f:
         f.writelines(kept)
     os.replace(log_path + ".tmp", log_path)

@@ -305,3 +305,17 @@ def test_a_resume_on_another_device_or_dtype_goes_on_with_a_note(char_data, tmp_
     assert "the checkpoint's link streams were drawn on cuda; streams start fresh" in result.stdout
     result = run_train(*args, "--max_iters=6", "--init_from=resume", "--dtype=float16")
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_torn_last_log_line_is_dropped_on_resume(tmp_path):
+    """The interrupted run's last write may be torn (disk full, power): start_log drops it with the records
+    after the checkpoint; a broken line before the last is no torn write, and stops the resume in one line."""
+    import json
+    from checkpoint import start_log
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"iter": 0}) + "\n" + json.dumps({"iter": 5}) + "\n" + '{"iter": 10, "train_lo')
+    start_log(str(log), resume_iter=6)
+    assert log.read_text() == json.dumps({"iter": 0}) + "\n" + json.dumps({"iter": 5}) + "\n"
+    log.write_text('{"iter": 0\n' + json.dumps({"iter": 5}) + "\n")
+    with pytest.raises(SystemExit, match=r"metrics.jsonl: line 1 is not a JSON record"):
+        start_log(str(log), resume_iter=6)
