@@ -139,8 +139,8 @@ if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if device.startswith("cuda") else "cpu"
 if device_type == "cuda" and (not torch.cuda.is_available() or int(device.partition(":")[2] or 0) >= torch.cuda.device_count()):
-    sys.exit(f"error: device={device!r} but this machine has {torch.cuda.device_count()} CUDA devices; "
-             f"use --device=cpu or cuda:<index>")
+    found = f"this machine has {torch.cuda.device_count()} CUDA devices" if torch.cuda.is_available() else "CUDA is not available here"
+    sys.exit(f"error: device={device!r} but {found}; use --device=cpu or cuda:<index>")
 if tp_procs * pp_size > 1 and not distributed:
     why = f"tp_mode={tp_mode!r} runs one process per TP rank" if tp_procs > 1 else f"pp_size={pp_size} runs one process per stage"
     sys.exit(f"error: {why}: launch with torchrun --nproc_per_node={pp_size * tp_procs} train.py ... (or a multiple)")

@@ -252,6 +252,8 @@ def mistakes(data, c):
         ("non-existent config file", lambda: run_train("config/train_gpt3.py"), ["train_gpt3.py", "does not exist"]),
         ("dist mode without torchrun", lambda: run_train(*base, "--tp_mode=dist"), ["torchrun"]),
         ("CUDA asked for on a CPU machine", lambda: run_train(*base, "--device=cuda"), ["CUDA is not available"]),
+        ("a GPU index past the machine's", lambda: run_train(*base, "--device=cuda:3"), ["device='cuda:3' but", "; use --device=cpu"]),
+        ("an unknown device", lambda: run_train(*base, "--device=mps"), ["device='mps': allowed values are"]),
         ("too small packets", lambda: run_train(*base, "--loss_model=bernoulli", "--packet_bytes=2"),
          ["packet_bytes=2"]),
         ("prepare: missing input", lambda: prepare("shakespeare_char", "--input", f"{c}/none.txt"), ["none.txt"]),
