@@ -162,10 +162,7 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, con
     model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
     if pipeline is not None:  # this stage's part of the whole model (any pp_size saved it)
         model_state, optim_state = pipeline.split(model_state, optim_state, optimizer)
-    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     _load_sharded(model, optimizer, model_state, optim_state, comm)
-    for group, own in zip(optimizer.param_groups, settings):  # the moments, and this config's settings
-        group.update(own)
     if checkpoint.get("scaler") or not scaler.is_enabled():  # a float16 run resuming another dtype's: a fresh scale
         scaler.load_state_dict(checkpoint.get("scaler", {}))
     link, note, device_type = comm.link, None, next(model.parameters()).device.type
@@ -183,7 +180,8 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, con
 
 def _load_sharded(model, optimizer, model_state, optim_state, comm):
     """Load `sim`-layout model and optimizer states (None: leave that one as it is), cutting this
-    process's shards out of the stacked ones."""
+    process's shards out of the stacked ones. The optimizer takes the saved moments and keeps this
+    run's settings (weight decay, betas: config.json's), on resume as from another run's checkpoint."""
     names, indices = _sharded_keys(model, optimizer)
     if model_state is not None:
         for n in names:
@@ -192,8 +190,11 @@ def _load_sharded(model, optimizer, model_state, optim_state, comm):
     if optim_state is not None:
         for i, k in _moments(optim_state, indices):
             optim_state["state"][i][k] = comm.own_shard(optim_state["state"][i][k])
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
         try:
             optimizer.load_state_dict(optim_state)
+            for group, own in zip(optimizer.param_groups, settings):
+                group.update(own)
         except (ValueError, KeyError) as e:  # e.g. the saved run used another `optimizer`
             raise CheckpointError(f"the checkpoint's optimizer state does not fit this run's optimizer (saved with "
                                   f"another `optimizer`? {type(e).__name__}: {str(e)[:80]})") from None
@@ -325,10 +326,7 @@ def init_weights(weights, model, optimizer, comm, init_optimizer):
             or saved["model_args"]["block_size"] != model.config.block_size:
         raise CheckpointError("init_optimizer=True needs a checkpoint of the same tp_size and block_size "
                               "(AdamW's moments are per shard); use --init_optimizer=False")
-    kept = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     _load_sharded(model, optimizer, None, saved["optimizer"], comm)
-    for group, settings in zip(optimizer.param_groups, kept):  # the moments, not the old run's settings
-        group.update(settings)
     return weights.text + "; optimizer state loaded"
 
 
