@@ -372,12 +372,14 @@ def numerics_class(device, dtype):
             "deterministic": torch.are_deterministic_algorithms_enabled()}
 
 
-def describe_run(device, processes, dtype=None):
+def describe_run(device, processes, dtype=None, earlier=None):
     """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
     and a copy in every checkpoint): git commit and whether the tree had local changes,
     package versions, device and CPU kernel ISA, the numerics class, command line. TP_SYNC_COMMIT
     (set by a caller that knows it, e.g. a script that sent a copy of the tree to another machine,
-    whose git metadata may be stale) names the true commit; git_commit_from says where it came from."""
+    whose git metadata may be stale) names the true commit; git_commit_from says where it came from.
+    earlier: a resumed run's checkpointed run_info; its parts before this one are kept (`earlier_parts`),
+    so a run continued on another host or commit says so (bench.summary refuses to pair it across classes)."""
     here = os.path.dirname(os.path.abspath(__file__))
 
     def git(*args):
@@ -405,4 +407,9 @@ def describe_run(device, processes, dtype=None):
             "deterministic_kernels": torch.are_deterministic_algorithms_enabled(),  # train.py's `deterministic`, as in force
             **({"numerics": numerics_class(device, dtype)} if dtype else {}),
             "processes": processes, "argv": sys.argv, "host": platform.node(),
-            "started": datetime.datetime.now().isoformat(timespec="seconds")}
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            **({"earlier_parts": [*earlier.get("earlier_parts", []), {key: earlier.get(key) for key in PART_KEYS}]}
+               if earlier else {})}
+
+
+PART_KEYS = ("git_commit", "numerics", "host", "started")  # what run_info keeps of each earlier part of a resumed run

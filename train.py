@@ -209,7 +209,7 @@ ckpt_path = os.path.join(out_dir, "ckpt.pt")
 comm = Comm(tp_size, link, group=grid.tp_group, rank=tp_rank, sync_fraction=sync_fraction, sync_dtype=sync_dtype,
             sequence_parallel=sequence_parallel)
 model = GPT(gptconf, comm, layers).to(device)
-raw_model, weights_from = model, f"scratch (seed {seed})"
+raw_model, weights_from, earlier_info = model, f"scratch (seed {seed})", None  # earlier_info: a resumed run's run_info
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 # pp_size > 1: the step is this process's stage, and the model keeps only the stage's part (pipeline.py)
 pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler) if pp_size > 1 else None
@@ -221,7 +221,7 @@ try:
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
                                      config, pipeline)
         iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
-        resumed, weights_from = None, f"{ckpt_path} (resumed at iter {iter_num})"  # free memory
+        resumed, weights_from, earlier_info = None, f"{ckpt_path} (resumed at iter {iter_num})", resumed.get("run_info")
         if note and master_process:
             print(note)
     elif weights is not None:  # a new run from existing weights, under this config's pattern (checkpoint.py)
@@ -238,7 +238,7 @@ if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parall
 train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
-run_info = ckpt.describe_run(device, world, dtype)  # its numerics class too
+run_info = ckpt.describe_run(device, world, dtype, earlier_info)  # its numerics class, and a resumed run's earlier parts
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)

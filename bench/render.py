@@ -20,6 +20,7 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     logged[<run>]    a run's first training-step record in its metrics.jsonl (bytes and syncs as logged)
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
+    classes_by_width {n_embd: {numerics class: seeds}} of its runs, for a study over widths (scale)
     <subfolder>      the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 Functions, which compute from those numbers what the tools would: `best(frontier, network, gbps)` and
 `setting(frontier, name)` (rows of a frontier.json), `costs(study, config, setting)` (lossy minus
@@ -92,6 +93,7 @@ class Study(dict):
                                for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
         self["name"] = os.path.basename(folder)
         self["classes"] = run_classes(os.path.join(folder, "runs"))
+        self["classes_by_width"] = run_classes(os.path.join(folder, "runs"), by="n_embd")
         self["logged"] = {}  # each run's first training-step record (what it logged: bytes, exposed syncs)
         for log in sorted(glob.glob(os.path.join(folder, "runs", "*", "metrics.jsonl"))):
             with open(log) as f:
@@ -110,17 +112,21 @@ class Study(dict):
                 self[name] = Study(os.path.dirname(sub))
 
 
-def run_classes(runs):
-    """{numerics class: [seeds]} of a study's runs (bench.summary.class_label of each run_info.json)."""
+def run_classes(runs, by=None):
+    """{numerics class: [seeds]} of a study's runs (bench.summary.class_label of each run_info.json);
+    by: a config key to split them by first, {value: {numerics class: [seeds]}} (by='n_embd': per width)."""
     from bench.summary import class_label
     out = {}
     for config in sorted(glob.glob(os.path.join(runs, "*", "config.json"))):
         info = os.path.join(os.path.dirname(config), "run_info.json")
         with open(config) as f:
-            seed = json.load(f)["seed"]
+            config = json.load(f)
         label = class_label(json.load(open(info)) if os.path.exists(info) else {})
-        if seed not in out.setdefault(label, []):
-            out[label].append(seed)
+        found = out.setdefault(config[by], {}) if by else out
+        if config["seed"] not in found.setdefault(label, []):
+            found[label].append(config["seed"])
+    if by:
+        return {value: {label: sorted(seeds) for label, seeds in found.items()} for value, found in sorted(out.items())}
     return {label: sorted(found) for label, found in out.items()}
 
 

@@ -196,9 +196,17 @@ def read_run(run_dir):
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (checkpoint.numerics_class), if recorded
     info = json.load(open(info_path)) if os.path.exists(info_path) else {}
-    row["_numerics"], row["_class"] = info.get("numerics"), class_label(info)
+    row["_numerics"], row["_class"] = run_numerics(info), class_label(info)
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
+
+
+def run_numerics(info):
+    """The numerics class of a run_info.json: its `numerics`, and where a resume continued the run in
+    another class, the earlier parts' classes too (`resumed_from`), so it pairs with no run of one class."""
+    numerics = info.get("numerics")
+    others = [p["numerics"] for p in info.get("earlier_parts", []) if p.get("numerics") not in (None, numerics)]
+    return {**numerics, "resumed_from": others} if numerics and others else numerics
 
 
 def class_label(info):
@@ -208,7 +216,9 @@ def class_label(info):
     n = info.get("numerics")
     if n:
         where = n["host"] if n["device"] == "cuda" else f"cpu {n['host']} {n['cpu_capability']}"
-        return f"{where}, {n['dtype']}" + (", TF32" if n["tf32"] else "") + (", deterministic" if n["deterministic"] else "")
+        others = run_numerics(info).get("resumed_from", [])  # a run resumed in another class is a class of its own
+        return (f"{where}, {n['dtype']}" + (", TF32" if n["tf32"] else "") + (", deterministic" if n["deterministic"] else "")
+                + "".join(f" (resumed from {class_label({'numerics': other})})" for other in others))
     if not info:
         return "unknown (no run_info.json)"
     device, isa = info.get("device", "cpu"), info.get("cpu_capability") or "ISA not recorded"

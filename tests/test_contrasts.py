@@ -104,6 +104,13 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
     with pytest.raises(summary.SummaryError, match=r"C1: seed \d+: .* ran in different numerics classes \(device "
                                                    r"'cuda' vs 'cpu', host 'NVIDIA H200' vs 'AMD EPYC', tf32 True vs False\)"):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
+    # a run begun on another CPU and resumed on this one (checkpoint.describe_run's earlier_parts) is of neither class
+    (gpu_run / "run_info.json").write_text(json.dumps({"numerics": cpu, "earlier_parts": [
+        {"numerics": cpu}, {"numerics": {**cpu, "host": "Intel Xeon", "cpu_capability": "AVX512"}}]}))
+    with pytest.raises(summary.SummaryError, match=r"ran in different numerics classes \(resumed_from \[\{.*Intel Xeon"):
+        contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
+    assert summary.class_label(json.loads((gpu_run / "run_info.json").read_text())) == \
+        "cpu AMD EPYC AVX2, float32 (resumed from cpu Intel Xeon AVX512, float32)"
     (gpu_run / "run_info.json").unlink()  # one run without a class, its twin with one: cannot be checked
     with pytest.raises(summary.SummaryError, match="has no numerics class"):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)

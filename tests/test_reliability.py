@@ -161,6 +161,15 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
                                 "cpu_capability": torch.backends.cpu.get_cpu_capability(), "deterministic": False}
     assert cpu_model() != "cpu" or not os.path.exists("/proc/cpuinfo")
     assert torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)["run_info"] == info
+    # resumed, as if the first part had run on another host: run_info keeps that part (bench.summary pairs it with nothing)
+    saved = torch.load(os.path.join(tmp_path, "ckpt.pt"), weights_only=False)
+    saved["run_info"]["numerics"] = dict(info["numerics"], host="another CPU")
+    torch.save(saved, os.path.join(tmp_path, "ckpt.pt"))
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=3",
+                     "--init_from=resume").returncode == 0
+    resumed = json.load(open(os.path.join(tmp_path, "run_info.json")))
+    assert resumed["numerics"] == info["numerics"] and [part["numerics"]["host"] for part in resumed["earlier_parts"]] == ["another CPU"]
+    assert resumed["earlier_parts"][0]["started"] == info["started"]
     given = tmp_path / "given"
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True",
                      env={"TP_SYNC_COMMIT": "f" * 40}).returncode == 0

@@ -308,6 +308,11 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     scale["family_w128"] = copy.deepcopy(scale["family_w64"])
     scale["family_w128"]["drop5"].update(verdict="resolved: A lower", mean=-0.0321, ci_low=-0.05, ci_high=-0.01)
     scale["w128"] = {"summary": {"shakespeare_char_24comm/w128_ref24": {"final_val_loss": "1.7777"}}}
+    two = {"cpu AMD EPYC AVX512, float32": [300, 301, 302, 303], "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32": list(range(304, 312))}
+    scale["classes_by_width"][128] = two  # 128's seeds in two host classes (plan amendment 3)
+    for name, contrast in scale["family_w128"].items():
+        contrast["by_class"] = {label: dict(seeds=seeds, mean=0.0, ci_low=-0.01, ci_high=0.01) for label, seeds in two.items()}
+    scale["family_w128"]["drop1"]["by_class"]["cpu AMD EPYC AVX512, float32"].update(mean=0.03, ci_low=0.02, ci_high=0.04)
     rows = copy.deepcopy(scale["explore_slope_64_512"])
     for row in rows:
         row["widths"] = [64, 128]
@@ -327,6 +332,10 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     section = text.split("## n_embd 128 (secondary")[1].split("## The primary family")[0]
     assert "| 5comm | 5 | -0.0321 [-0.0500, -0.0100] |" in section and "24comm ends at 1.7777" in section
     assert "5comm (-0.0321 [-0.0500, -0.0100]) ends lower than 24comm" in section
+    assert "On the CPU (cpu AMD EPYC AVX512, float32: seeds 300-303; cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32: seeds 304-311)" in section
+    assert "| 1comm | +0.0300 [+0.0200, +0.0400] (seeds 300-303) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | do not overlap |" in section
+    assert "| 2comm | +0.0000 [-0.0100, +0.0100] (seeds 300-303) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | overlap |" in section
+    assert "128: cpu AMD EPYC AVX512, float32: seeds 300-303; cpu Intel" in text
     fit = text.split("## The primary family")[1].split("## Two widths")[0]
     assert "--width 128=bench/studies/scale/w128/experiment_summary.csv" in fit
     d = rows[0]
