@@ -57,10 +57,7 @@ COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_poin
            # paired against the reference setting, seed by seed (run rows: this seed's difference)
            "paired_reference", "paired_diff", "paired_n", "paired_diff_mean", "paired_diff_std", "paired_ci_low",
            "paired_ci_high", "paired_p", "paired_p_holm", "within_noise_floor",
-           "paired_iters_to_1pct_n", "paired_iters_to_1pct_mean", "paired_iters_to_1pct_ci_low",
-           "paired_iters_to_1pct_ci_high",
-           "paired_iters_to_2pct_n", "paired_iters_to_2pct_mean", "paired_iters_to_2pct_ci_low",
-           "paired_iters_to_2pct_ci_high"]
+           *(f"paired_iters_to_{t}_{c}" for t in ("1pct", "2pct") for c in ("n", "mean", "ci_low", "ci_high"))]
 
 
 # keys that differ between the seeds of one setting; any other difference is another setting.
@@ -71,9 +68,8 @@ PER_RUN_KEYS = ("seed", "out_dir", "wandb_run_name", "init_from", "deterministic
 # of one seed may be paired when their resolved configs differ in these (and PER_RUN_KEYS,
 # BOOKKEEPING_KEYS) only: same data, schedule, model size and iterations
 TREATMENT_KEYS = ("tp_size", "block_types", "block_schedule", "loss_model", "loss_rate", "ge_preset", "ge_p", "ge_r", "ge_k", "ge_h",
-                  "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval",
-                  "sync_fraction", "sync_dtype", "sequence_parallel", "lost_fill", "sync_rotation",
-                  "transport")  # the schemes, a lost packet's option
+                  "loss_fwd", "loss_bwd", "packet_bytes", "loss_eval", "sync_fraction", "sync_dtype", "sequence_parallel",
+                  "lost_fill", "sync_rotation", "transport")  # the schemes, a lost packet's option
 # keys that change what a run logs or where, not what it computes
 BOOKKEEPING_KEYS = ("wandb_log", "wandb_project", "log_interval", "always_save_checkpoint", "dist_timeout_s",
                     "peak_flops", "zero_stage", "activation_checkpointing")  # the last two: same numbers, tested
@@ -82,8 +78,7 @@ TARGETS = {"1pct": 1.01, "2pct": 1.02}  # iterations to dense's final val loss t
 
 
 def stationary_loss(cfg):
-    link = link_from(cfg)
-    return link.model.stationary_loss if link.lossy else 0.0
+    return link.model.stationary_loss if (link := link_from(cfg)).lossy else 0.0
 
 
 def iters_to_target(curve, target):
@@ -202,10 +197,9 @@ def read_run(run_dir):
 
 
 def run_numerics(info):
-    """The numerics class of a run_info.json: its `numerics`, and where a resume continued the run in
-    another class, the earlier parts' classes too (`resumed_from`), so it pairs with no run of one class."""
-    numerics = info.get("numerics")
-    others = [p["numerics"] for p in info.get("earlier_parts", []) if p.get("numerics") not in (None, numerics)]
+    """run_info.json's numerics class; a run resumed in another class names the earlier ones too (resumed_from)."""
+    numerics, parts = info.get("numerics"), info.get("earlier_parts", [])
+    others = [p["numerics"] for p in parts if p.get("numerics") not in (None, numerics)]
     return {**numerics, "resumed_from": others} if numerics and others else numerics
 
 
