@@ -153,6 +153,10 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
     references = find_references(aggregates, "")
     if not references:
         raise SummaryError("no lossless 24comm runs (all-tp, whole unquantized syncs): the reference of every cost")
+    stopped = {}  # seeds whose run ended before its last iteration (diverged, crashed, cut off): none reached the target
+    for r in rows:
+        if r["status"] != "done":
+            stopped.setdefault(r["_setting"], set()).add(r["seed"])
     out = []
     for a in aggregates:
         if a["tp_size"] == 1:
@@ -167,6 +171,12 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
         cost = paired_stats([a["_by_seed"][s]["final_val_loss"] - ref["_by_seed"][s]["final_val_loss"] for s in seeds])
         iters = {s: iters_to_target(curves[a["_by_seed"][s]["_dir"]],
                                     ref["_by_seed"][s]["final_val_loss"] * (1 + target)) for s in seeds}
+        unfinished = sorted(stopped.get(a["_setting"], set()) & set(ref["_by_seed"]) - set(seeds))
+        if unfinished:  # counted as seeds that did not reach the target, never silently dropped
+            print(f"note: {a['_name']}: seed(s) {','.join(map(str, unfinished))} did not finish: counted as not reaching "
+                  "the target", file=sys.stderr)
+            iters.update({s: None for s in unfinished})
+            seeds = sorted(iters)
         scheme = scheme_of(a["_cfg"], a["sync_points"])
         net_ref = network_reference(a, aggregates)
         net_scheme = scheme_of(net_ref["_cfg"], net_ref["sync_points"]) if net_ref else None
@@ -182,7 +192,7 @@ def frontier(rows, curves, target, terms, latency=1e-5, rto=1e-3):
                 ref_curves = {s: curves[m["_dir"]] for s, m in net_ref["_by_seed"].items()}
                 diffs = []
                 for s in seeds:
-                    if s in net_ref["_by_seed"]:
+                    if s in net_ref["_by_seed"] and s in a["_by_seed"]:
                         check_one_class(f"{a['_name']} - {net_ref['_name']}", a["_by_seed"][s], net_ref["_by_seed"][s])
                     ref_iters = iters_to_target(ref_curves[s], ref["_by_seed"][s]["final_val_loss"] * (1 + target)) \
                         if s in ref_curves else None

@@ -215,7 +215,10 @@ def main():
     dist.destroy_process_group()
 
 
-MICRO_STEPS = 5  # GPT-2 124M: 40 micro-steps of 12 x 1024 per iteration over 8 GPUs = 4 TP pairs x 5 (config/train_gpt2.py)
+# GPT-2 124M (config/train_gpt2.py): 40 micro-batches of 12 x 1024 per iteration, on two nodes of 8 GPUs as 8 TP=2
+# pairs, each pair across the two nodes (its syncs cross the network), data parallel over the pairs: 5 micro-steps each
+GPT2_MICRO_BATCHES, TP_PAIRS = 40, 8
+MICRO_STEPS = GPT2_MICRO_BATCHES // TP_PAIRS
 
 
 def gpt2_projection(syncs, gbps, mfu=0.4, gpu_peak=989e12, net_latency=1e-5):

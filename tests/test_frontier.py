@@ -6,6 +6,7 @@ with lossless 24comm: keys it once left out of the treatment, so they paired wit
 import argparse
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -175,6 +176,31 @@ def test_frontier_costs_minutes_pairs_and_pareto(tmp_path):
     # reliable: the lossless losses (cost 0) at a resend's price, so at 1% it is slower than zero fill
     assert got["b1_reliable"]["cost"]["mean"] == pytest.approx(0.0)
     assert got["b1_reliable"]["bandwidths"][25]["ms_per_micro_step"] > got["b1"]["bandwidths"][25]["ms_per_micro_step"]
+
+
+def test_the_projected_iteration_is_config_train_gpt2s():
+    """The projection's iteration is config/train_gpt2.py's (491,520 tokens) shared by the TP pairs it assumes."""
+    import runpy
+    from bench.step_time import MICRO_STEPS, TP_PAIRS
+    gpt2 = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "config", "train_gpt2.py"))
+    tokens = gpt2["batch_size"] * gpt2["block_size"] * gpt2["gradient_accumulation_steps"]
+    assert tokens == 491_520 and MICRO_STEPS * TP_PAIRS * 12 * 1024 == tokens
+
+
+def test_a_seed_that_stopped_early_counts_as_not_reaching_the_target(tmp_path, capsys):
+    """A run that ended before its last iteration (the non-finite-loss guard, a crash) has no result.json, so
+    the summary leaves it out of the setting's mean; the frontier must count it as a seed that did not reach
+    the target, not drop it and call the setting reached at every seed."""
+    fabricate(tmp_path)
+    terms = dict(compute=20.0, sublayer=0.3, int8=0.5, hadamard=4.0, source="test")
+    run = tmp_path / "24comm-half-s1"
+    (run / "result.json").unlink()
+    (run / "metrics.jsonl").write_text("".join(l + "\n" for l in (run / "metrics.jsonl").read_text().splitlines()[:2]))
+    settings, _ = frontier.frontier(*summary.read_runs([str(tmp_path)]), 0.02, terms)
+    half = next(s for s in settings if s["name"].endswith("/half"))
+    assert (half["n"], half["reached"], half["cost"]["n"]) == (3, 2, 2)
+    assert not half["bandwidths"][25]["all_reached"] and half["bandwidths"][25]["vs_24comm"]["n"] == 2
+    assert "seed(s) 1 did not finish" in capsys.readouterr().err
 
 
 def test_one_training_config_under_two_names_is_one_setting(tmp_path):
