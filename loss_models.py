@@ -57,7 +57,7 @@ class GilbertElliottLoss:
     name = "gilbert_elliott"
 
     def __init__(self, p, r, k, h):
-        self.p, self.r, self.k, self.h = p, r, k, h
+        self.p, self.r, self.k, self.h = map(float, (p, r, k, h))  # an int 0: log1p(-0) is +0.0, not -0.0
         self.mean_run = 0.5 * (1 / max(p, 1e-12) + 1 / max(r, 1e-12))  # mean length of a run, either state
         self._log_stay_cache = {}
 

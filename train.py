@@ -200,7 +200,9 @@ try:
         check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
                        block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
                        block_types="ladder" in gptconf.block_types and block_types, n_experts=n_experts,
-                       dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer)
+                       dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer,
+                       sync_rotation=sync_rotation != "none" and sequence_parallel and link.lossy and sync_dtype in  # masks.Planned: one packet count a point
+                       ("int8", "float8_e4m3fn") and f"{sync_rotation} with sequence_parallel and sync_dtype={sync_dtype} on a lossy link")
 except (ValueError, megatron_shim.BackendError, ckpt.CheckpointError) as e:
     faults.fail(e)
 if loss_model == "gilbert_elliott":  # record the resolved chain, not the -1 placeholders

@@ -74,6 +74,13 @@ def test_gilbert_elliott_bursts_differ_from_bernoulli_at_the_same_rate(n):
     assert abs(ge_bursts.mean() - ge.mean_burst) < burst_tolerance(ge.mean_burst, len(ge_bursts))
 
 
+def test_a_chain_that_never_leaves_a_state_takes_integer_probabilities():
+    """p = 0 written as an int (a direct caller's GilbertElliottLoss(0, ...)): the good state is never left,
+    as with 0.0 (an int 0 made log1p(-p) +0.0, and the run lengths came out negative)."""
+    stream = LossyLink(GilbertElliottLoss(0.0, 0.5, 0.9, 0.0), seed=3).stream(0, 1, FWD, "cpu")
+    assert not GilbertElliottLoss(0, 0.5, 0.9, 0).draw_states(1000, stream).any()
+
+
 @pytest.mark.parametrize("messages", [pytest.param(2_000, id="fast"),
                                       pytest.param(100_000, id="full", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("draw_name", ["draw_states", "bad_states"])
