@@ -87,14 +87,15 @@ class StageModule(nn.Module):
     """One stage of a GPT: GPT.embed (first stage), its blocks, GPT.logits (last stage); the same
     code as GPT.forward. Between stages the state travels as (b,) or (b, d)."""
 
-    def __init__(self, model, first, end, is_first, is_last):
+    def __init__(self, model, first, end, is_first, is_last, autocast):
         super().__init__()
         self.model, self.first, self.end = model, first, end
-        self.is_first, self.is_last = is_first, is_last
+        self.is_first, self.is_last, self.autocast = is_first, is_last, autocast
 
     def forward(self, *inputs):
         model = self.model
-        with model.comm.saving_shards():  # as GPT.forward: sequence parallelism's saved states kept as shards
+        # in train.py's autocast, as PlainStep runs the model; saving_shards as GPT.forward (sequence parallelism)
+        with self.autocast, model.comm.saving_shards():
             if self.is_first:
                 b, d = model.embed(inputs[0]), None  # inputs: the token ids (B, L)
                 model.comm.keep_shard(b)
@@ -110,7 +111,7 @@ class StageModule(nn.Module):
 class Pipeline(Step):
     """This process's stage of the pipeline: the training step through the stages (step.py's interface)."""
 
-    def __init__(self, model, grid, pp_size, pp_split, schedule, micro_batches, device, scaler):
+    def __init__(self, model, grid, pp_size, pp_split, schedule, micro_batches, device, scaler, autocast):
         super().__init__(model, grid, micro_batches, scaler)
         self.rank, self.size, self.group, self.tied_group = grid.pp_rank, pp_size, grid.pp_group, grid.tied_group
         self.is_first, self.is_last = self.rank == 0, self.rank == pp_size - 1
@@ -123,15 +124,20 @@ class Pipeline(Step):
         # this stage's sync points: its blocks' ('h7.mlp' is block 7's), and the exit sync on the last stage
         own = [p for p in points if (self.is_last if p == "exit" else first <= int(p[1:].split(".")[0]) < end)]
         model.comm.link.use(Planned(points, own, ("", "/gather") if model.comm.sequence_parallel else ("",)))
-        module = StageModule(model, first, end, self.is_first, self.is_last)
+        module = StageModule(model, first, end, self.is_first, self.is_last, autocast)
 
         def train_loss(logits, targets):  # each micro-batch's share, as gradient accumulation scales it
-            return model.loss(logits, targets) / micro_batches
+            with autocast:
+                return model.loss(logits, targets) / micro_batches
+
+        def eval_loss(logits, targets):
+            with autocast:
+                return model.loss(logits, targets)
 
         stage = _Stage(module, self.rank, pp_size, device, self.group, model.comm)
         self.train_schedule = SCHEDULES[schedule](stage, micro_batches, loss_fn=train_loss, scale_grads=False)
         eval_stage = _Stage(module, self.rank, pp_size, device, self.group, model.comm)  # one batch per pass
-        self.eval_schedule = ScheduleGPipe(eval_stage, 1, loss_fn=model.loss, scale_grads=False)
+        self.eval_schedule = ScheduleGPipe(eval_stage, 1, loss_fn=eval_loss, scale_grads=False)
 
     def describe(self):
         return f"{self.schedule_name} over {self.micro_batches} micro-batches, blocks " + \
@@ -146,7 +152,7 @@ class Pipeline(Step):
         if self.is_first:
             self.train_schedule.step(X)
         elif self.is_last:
-            self.train_schedule.step(target=Y, losses=losses)
+            self.train_schedule.step(target=Y, losses=losses, return_outputs=False)  # keep no logits
         else:
             self.train_schedule.step()
         last = losses[-1] * self.micro_batches if self.is_last else None
@@ -251,7 +257,9 @@ class Pipeline(Step):
             order = [name for group in self._whole_model_order(optimizer) for name in group]
             by_name = {order[i]: v for i, v in optim_state["state"].items()}
             names = self._names(optimizer)
-            groups = [{**settings, "params": list(group["params"])} for settings, group in
-                      zip(optim_state["param_groups"], optimizer.state_dict()["param_groups"])]
+            sizes = [len(group["params"]) for group in optimizer.param_groups]  # not state_dict(): ZeRO's needs
+            starts = [sum(sizes[:k]) for k in range(len(sizes))]  # a consolidation first, a collective
+            groups = [{**settings, "params": list(range(start, start + size))} for settings, start, size in
+                      zip(optim_state["param_groups"], starts, sizes)]
             optim_state = {"state": {i: by_name[n] for i, n in enumerate(names) if n in by_name}, "param_groups": groups}
         return model_state, optim_state

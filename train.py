@@ -214,7 +214,7 @@ model = GPT(gptconf, comm, layers).to(device)
 raw_model, weights_from, earlier_info = model, f"scratch (seed {seed})", None  # earlier_info: a resumed run's run_info
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 # pp_size > 1: the step is this process's stage, and the model keeps only the stage's part (pipeline.py)
-pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler) if pp_size > 1 else None
+pipeline = Pipeline(model, grid, pp_size, pp_split, pp_schedule, gradient_accumulation_steps, device, scaler, ctx) if pp_size > 1 else None
 model.activation_checkpointing, model.moe_aux_loss_coef = activation_checkpointing == "block", moe_aux_loss_coef
 zero = zero_stage == 1 and dp_world > 1  # one data-parallel rank: nothing to shard, plain AdamW
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, zero, grid.dp_group, optimizer)
