@@ -215,6 +215,10 @@ def check_train_config(config):
             and config.get("packet_bytes", 1500) < 5:
         raise ConfigError(f"packet_bytes={config['packet_bytes']} with sync_dtype={config['sync_dtype']!r}: a packet "
                           f"carries a 4-byte scale and at least one value, so packet_bytes must be at least 5")
+    for key, default in (("pp_split", ""), ("pp_schedule", "1f1b")) if config.get("pp_size", 1) == 1 else ():
+        if config.get(key, default) != default:  # a pipeline's keys, given without one: said, never ignored
+            raise ConfigError(f"{key}={config[key]!r} does nothing with pp_size=1: set pp_size > 1 or leave {key} "
+                              f"at its default ({default!r})")
     if config.get("sequence_parallel"):
         check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:

@@ -187,6 +187,15 @@ def test_a_quantized_packet_must_hold_its_scale_and_a_value():
     configurator.check_train_config(dict(lossy, sync_dtype="bfloat16"))  # no scale: 4 bytes hold two values
 
 
+def test_a_pipeline_key_without_a_pipeline_is_refused():
+    """pp_split and pp_schedule do nothing at pp_size=1: one line naming the key, not a silent ignore."""
+    defaults = configurator.train_defaults()
+    for key, value in (("pp_split", "6"), ("pp_schedule", "gpipe")):
+        with pytest.raises(ConfigError, match=rf"^{key}='{value}' does nothing with pp_size=1"):
+            configurator.check_train_config(dict(defaults, **{key: value}))
+        configurator.check_train_config(dict(defaults, pp_size=2, **{key: value}))
+
+
 def test_muon_is_refused_where_its_checkpoint_could_not_resume():
     """A pipeline's checkpoint rebuilds the whole model's AdamW parameter groups (pipeline.merge): Muon's three
     groups would be saved as two and never load again, so the combination is refused before it trains."""
