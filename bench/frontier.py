@@ -40,7 +40,7 @@ import statistics
 import sys
 
 from bench.stats import CONFIDENCE, paired_stats
-from bench.step_time import MICRO_STEPS, PACKET_BYTES, expected_resend_rounds, gpt2_projection
+from bench.step_time import MICRO_STEPS, PACKET_BYTES, expected_resend_rounds, gpt2_projection, gpt2_sublayer_ms
 from bench.summary import (SummaryError, aggregate, check_one_class, find_references, iters_to_target, parse_seeds,
                            read_runs, reference_for)
 from links import link_from
@@ -57,8 +57,7 @@ GPU_KEYS = {"compute": "micro-step fwd+bwd, one TP=2 rank", "attention": "forwar
 def compute_terms(path, mfu=0.4, gpu_peak=989e12):
     """ms of a rank's micro-step, of a sublayer's forward and of encoding + decoding one whole message."""
     if not path:
-        compute = gpt2_projection(0, 25, mfu, gpu_peak)[0]
-        return dict(compute=compute, sublayer=compute / 72, int8=0.0, hadamard=0.0,
+        return dict(compute=gpt2_projection(0, 25, mfu, gpu_peak)[0], sublayer=gpt2_sublayer_ms(mfu, gpu_peak), int8=0.0, hadamard=0.0,
                     source=f"ASSUMED: {mfu:.0%} MFU of {gpu_peak / 1e12:.0f} TFLOP/s, codecs free")
     try:
         with open(path) as f:

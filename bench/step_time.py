@@ -221,20 +221,35 @@ GPT2_MICRO_BATCHES, TP_PAIRS = 40, 8
 MICRO_STEPS = GPT2_MICRO_BATCHES // TP_PAIRS
 
 
+def gpt2_rank_flops():
+    """FLOPs of one TP=2 rank's GPT-2 124M micro-step (12 x 1024 tokens, forward and backward) and of one of its
+    24 sublayers' forward. The blocks (their weights, and attention over 6 of the 12 heads) are split over
+    the two ranks; the tied LM head is replicated (DESIGN section 3), so each rank computes it in full."""
+    tokens, n_layer, d, vocab = 12 * 1024, 12, 768, 50304
+    head = vocab * d  # the LM head's weights (tied with the token embedding; a lookup costs no FLOPs, nor wpe's)
+    weights = n_layer * (12 * d * d + 13 * d)  # a block's: attention 4 d^2, MLP 8 d^2, their biases and LayerNorms
+    blocks = 6 * weights * tokens + 12 * n_layer * d * 1024 * tokens  # fwd + bwd, both ranks (nanoGPT's count)
+    return blocks / 2 + 6 * head * tokens, blocks / 3 / 2 / (2 * n_layer)  # a forward is a third of fwd + bwd
+
+
 def gpt2_projection(syncs, gbps, mfu=0.4, gpu_peak=989e12, net_latency=1e-5):
     """Projected (compute ms, communication ms, replicated gradient bytes) of one micro-step of GPT-2
     124M with TP=2 across two nodes at gbps Gb/s: a micro-batch of 12 x 1024 tokens in bf16; compute
-    from FLOPs at mfu of gpu_peak (an assumption, not a measurement); each of the 2 * syncs
-    all-reduces per micro-step (forward syncs and backward mirror exchanges) costs latency +
+    a rank's FLOPs (gpt2_rank_flops) at mfu of gpu_peak (an assumption, not a measurement); each of the
+    2 * syncs all-reduces per micro-step (forward syncs and backward mirror exchanges) costs latency +
     message / bandwidth; the replicated gradients' all-reduce is shared by MICRO_STEPS micro-steps."""
-    n_params, tokens, n_layer, d = 124.4e6, 12 * 1024, 12, 768
-    flops = 6 * n_params * tokens + 12 * n_layer * d * 1024 * tokens  # per micro-step, both ranks
-    compute = flops / 2 / (gpu_peak * mfu)  # each rank does half of the sharded work
+    tokens, n_layer, d = 12 * 1024, 12, 768
+    compute = gpt2_rank_flops()[0] / (gpu_peak * mfu)
     message = tokens * d * 2  # one rank's partial sums in bf16
     replicated = (50304 * d + 1024 * d + n_layer * (4 * d + 2 * d) + 2 * d) * 4  # embeddings, LNs, row biases (fp32)
     bandwidth = gbps * 1e9 / 8
     comm = 2 * syncs * (net_latency + message / bandwidth) + (net_latency + replicated / bandwidth) / MICRO_STEPS
     return compute * 1e3, comm * 1e3, replicated
+
+
+def gpt2_sublayer_ms(mfu=0.4, gpu_peak=989e12):
+    """ms of one sublayer's forward on a TP=2 rank at the assumed MFU: what a ladder sync can hide behind."""
+    return gpt2_rank_flops()[1] / (gpu_peak * mfu) * 1e3
 
 
 def ladder_overlap(measured, table, args):
@@ -276,13 +291,12 @@ def scheme_projection(args):
     its bytes and exposed syncs. An all-reduce of m bytes costs latency + m / bandwidth (ASSUMED latency,
     the link's bandwidth). Dropping: fewer all-reduces; shrinking: smaller messages (int8: half of bf16's,
     plus a float32 scale per token); ladder: its one exposed forward sync in full, each hidden one only
-    where it outlasts a sublayer's forward compute (ASSUMED: a third of the micro-step's compute is the
-    forward, split evenly over the 24 sublayers), its 24 backward exchanges exposed as built here (and,
+    where it outlasts a sublayer's forward compute (ASSUMED: the MFU of the rest, gpt2_sublayer_ms), its 24 backward exchanges exposed as built here (and,
     in the last column, hidden alike, as the paper's implementation overlaps them too)."""
     compute, _, replicated = gpt2_projection(0, 25, args.mfu, args.gpu_peak, args.net_latency)
     tokens, d, lat = 12 * 1024, 768, args.net_latency
     message = tokens * d * 2  # bf16
-    sublayer = compute / 3 / 24 / 1e3  # seconds of forward compute per sublayer
+    sublayer = gpt2_sublayer_ms(args.mfu, args.gpu_peak) / 1e3  # seconds of a sublayer's forward compute
     schemes = {"24comm": (24, message), "12comm": (12, message), "2comm": (2, message),
                "24comm, sync_fraction=0.5": (24, message / 2), "24comm, sync_dtype=int8": (24, message / 2 + 4 * tokens)}
     print(f"\n# projected: each scheme's micro-step from its bytes and exposed syncs (GPT-2 124M, TP=2 across two "

@@ -187,6 +187,26 @@ def test_the_projected_iteration_is_config_train_gpt2s():
     assert tokens == 491_520 and MICRO_STEPS * TP_PAIRS * 12 * 1024 == tokens
 
 
+def test_the_assumed_compute_halves_the_blocks_and_keeps_the_head_whole():
+    """A TP=2 rank computes half of each block and the whole tied LM head (DESIGN section 3): its FLOPs from the
+    model's own parameter counts (GPT-2 124M on the meta device), and 24 x 3 sublayer forwards plus the head
+    make up the micro-step."""
+    import torch
+    from bench.step_time import gpt2_rank_flops
+    from model import GPT, GPTConfig
+    with torch.device("meta"):
+        model = GPT(GPTConfig())
+    params = dict(model.named_parameters())
+    head, position = params["transformer.wte.weight"].numel(), params["transformer.wpe.weight"].numel()  # wte: tied head
+    blocks = sum(p.numel() for n, p in params.items() if n.startswith("transformer.h."))
+    tokens = 12 * 1024
+    rank, sublayer = gpt2_rank_flops()
+    assert blocks + head + position + 2 * 768 == sum(p.numel() for p in params.values())  # all of them: ln_f the rest
+    attention = 12 * 12 * 768 * 1024 * tokens
+    assert rank == pytest.approx((6 * blocks * tokens + attention) / 2 + 6 * head * tokens)
+    assert 72 * sublayer + 6 * head * tokens == pytest.approx(rank)
+
+
 def test_a_seed_that_stopped_early_counts_as_not_reaching_the_target(tmp_path, capsys):
     """A run that ended before its last iteration (the non-finite-loss guard, a crash) has no result.json, so
     the summary leaves it out of the setting's mean; the frontier must count it as a seed that did not reach

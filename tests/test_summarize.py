@@ -317,10 +317,12 @@ def test_tolerance_contrasts_difference_two_paired_costs_seed_by_seed():
 def test_time_to_target_projects_measured_iterations(tmp_path):
     """bench/time_to_target.py on the fabricated runs. 24comm reaches dense's final x 1.01 at
     iterations 298, 291.8 and 299.2 (seeds 1-3; linear between the evals at 200 and 300), mean
-    296.33. One GPT-2 124M micro-step with 24 syncs at 25 Gb/s, by hand: compute 1.0563e13 FLOPs
-    / 2 / (0.4 x 989e12) = 13.35 ms; 48 all-reduces x (10 us + 18,874,368 B / 3.125e9 B/s) =
-    290.39 ms; replicated gradients (10 us + 157,906,944 B / 3.125e9) / 5 = 10.11 ms; 313.85 ms
-    in all (bench/step_time.json holds the same). 5 micro-steps: 0.026154 min per iteration."""
+    296.33. One GPT-2 124M micro-step with 24 syncs at 25 Gb/s, by hand: a rank's compute is the
+    blocks' 6 x 85,054,464 weights x 12,288 + 12 x 12 x 768 x 1024 x 12,288 = 7.6625e12 FLOPs halved,
+    plus the replicated head's 6 x 38,633,472 x 12,288 = 2.8484e12 in full: 6.6796e12 / (0.4 x 989e12)
+    = 16.88 ms; 48 all-reduces x (10 us + 18,874,368 B / 3.125e9 B/s) = 290.39 ms; replicated
+    gradients (10 us + 157,906,944 B / 3.125e9) / 5 = 10.11 ms; 317.38 ms in all. 5 micro-steps:
+    0.026449 min per iteration."""
     sweep = tmp_path / "sweep"
     fabricate_runs(sweep)
     result = run_tool("bench.time_to_target", str(sweep), "--out", str(tmp_path))
@@ -328,7 +330,7 @@ def test_time_to_target_projects_measured_iterations(tmp_path):
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in result.stdout.splitlines() if line.startswith("| train_")}
     assert "train_shakespeare_char" not in rows  # dense sets the target; it has no TP pair to project
-    assert rows["train_shakespeare_char_24comm"][:4] == ["24", "3 / 3", "296", "7.75"]
+    assert rows["train_shakespeare_char_24comm"][:4] == ["24", "3 / 3", "296", "7.84"]
     assert rows["train_shakespeare_char_2comm"][1] == "0 / 3"  # never within 1% of dense
     assert rows["train_shakespeare_char_12comm"][4].startswith("-")  # 12 syncs fewer: less time per iteration
     assert (tmp_path / "time_to_target.png").exists()
