@@ -39,12 +39,15 @@ import os
 import statistics
 import sys
 
+import torch
+
 from bench.stats import CONFIDENCE, paired_stats
 from bench.step_time import MICRO_STEPS, PACKET_BYTES, expected_resend_rounds, gpt2_projection, gpt2_sublayer_ms
 from bench.summary import (SummaryError, aggregate, check_one_class, find_references, iters_to_target, parse_seeds,
                            read_runs, reference_for)
 from links import link_from
 from model import parse_block_types
+from quantize import packets
 
 BANDWIDTHS = (25, 100, 400)  # Gb/s
 TOKENS, WIDTH = 12 * 1024, 768  # a GPT-2 124M micro-batch and its width
@@ -93,10 +96,13 @@ def scheme_of(cfg, sync_points):
     fraction = cfg.get("sync_fraction", 1.0)
     elements = round(fraction * WIDTH) * TOKENS
     quantized = cfg.get("sync_dtype", "") in ("int8", "float8_e4m3fn")
+    rotated = cfg.get("sync_rotation", "none") == "hadamard"
+    dtype = getattr(torch, cfg["sync_dtype"]) if quantized else torch.bfloat16
     return dict(syncs=sync_points, ladder=kinds == {"ladder"}, fraction=fraction, quantized=quantized,
                 message=elements + 4 * TOKENS if quantized else 2 * elements,
-                lossy_directions=(cfg["loss_fwd"] + cfg["loss_bwd"]) if link.lossy else 0,
-                rotated=cfg.get("sync_rotation", "none") == "hadamard",
+                # what a reliable link resends, in quantize.py's wire format (int8: a 772-byte row a packet)
+                packets=packets(TOKENS, round(fraction * WIDTH), dtype, PACKET_BYTES, rotated)[0],
+                lossy_directions=(cfg["loss_fwd"] + cfg["loss_bwd"]) if link.lossy else 0, rotated=rotated,
                 reliable=cfg.get("transport", "unreliable") == "reliable",
                 model=link.model if link.lossy else None)
 
@@ -125,9 +131,8 @@ def micro_step_ms(scheme, gbps, terms, latency=1e-5, rto=1e-3):
         codec += scheme["lossy_directions"] * syncs * terms["hadamard"] * scheme["fraction"]
     resend = 0.0
     if scheme["reliable"] and scheme["model"] is not None:
-        n = -(-scheme["message"] // PACKET_BYTES)
-        q = scheme["model"].stationary_loss
-        extra = expected_resend_rounds(scheme["model"], n) * (rto + latency) + n * q / (1 - q) * PACKET_BYTES / bandwidth
+        n, q = scheme["packets"], scheme["model"].stationary_loss  # a resent packet: the message's bytes / n
+        extra = expected_resend_rounds(scheme["model"], n) * (rto + latency) + q / (1 - q) * scheme["message"] / bandwidth
         resend = scheme["lossy_directions"] * syncs * extra
     replicated = gpt2_projection(0, gbps, net_latency=latency)[2]
     shared = (latency + replicated / bandwidth) / MICRO_STEPS

@@ -15,12 +15,16 @@ import pytest
 
 from bench import contrasts, frontier, summary
 from bench.summary import SummaryError
+from loss_models import BernoulliLoss
 from bench.harness import run, run_tool
 from bench.step_time import gpt2_projection, reliability_tables
 from conftest import assert_one_line_error
 
 ASSUMED = frontier.compute_terms("")  # 40% MFU of an H100, codecs free: step_time's own assumptions
 BASE = dict(block_types="tp", n_layer=12, loss_model="none", loss_rate=0.0, loss_fwd=True, loss_bwd=True)
+
+
+BERNOULLI_1 = BernoulliLoss(0.01)
 
 
 def scheme(**cfg):
@@ -70,6 +74,14 @@ def test_reliable_transport_costs_what_step_time_prices():
     lossy = frontier.micro_step_ms(scheme(loss_model="bernoulli", loss_rate=0.01), 25, ASSUMED)
     both = frontier.micro_step_ms(scheme(loss_model="bernoulli", loss_rate=0.01, transport="reliable"), 25, ASSUMED)
     assert frontier.micro_step_ms(fwd, 25, ASSUMED) - lossy == pytest.approx((both - lossy) / 2)
+    # int8 rows of 768 values and a scale (772 bytes) go one to a 1500-byte packet (quantize.packets): a message
+    # is 12,288 packets, not its bytes over 1500 (6,324), and a resend round waits on the slowest of them
+    int8 = dict(loss_model="bernoulli", loss_rate=0.01, sync_dtype="int8")
+    assert (scheme(**int8)["packets"], scheme()["packets"]) == (12 * 1024, -(-12 * 1024 * 768 * 2 // 1500))
+    sent = scheme(**int8)["message"]
+    resends = (frontier.expected_resend_rounds(BERNOULLI_1, 12 * 1024) * (1e-3 + 1e-5) + 0.01 / 0.99 * sent / (25e9 / 8)) * 2 * 24
+    assert frontier.micro_step_ms(scheme(**int8, transport="reliable"), 25, ASSUMED) - \
+        frontier.micro_step_ms(scheme(**int8), 25, ASSUMED) == pytest.approx(resends * 1e3)
 
 
 def test_schemes_bytes_codecs_and_hiding_by_hand():
