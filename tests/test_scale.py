@@ -8,6 +8,8 @@ import os
 import sys
 
 import pytest
+from scipy import stats as scipy_stats
+from scipy.stats import t as scipy_t
 
 from bench.harness import run, run_tool
 from bench.studies.scale import power, slope
@@ -35,21 +37,30 @@ def test_the_slope_is_the_weighted_least_squares_fit_on_log2_width(tmp_path):
     tables = {w: slope.costs(tmp_path / f"w{w}.csv") for w in (64, 128, 256)}
     assert tables[128]["1comm"] == pytest.approx((0.02, 0.01, 4))
     assert tables[128]["24comm/half"] == pytest.approx((0.0, 0.01, 4))  # the width tag w128_ dropped
-    fit = slope.slope([(w, *tables[w]["1comm"][:2]) for w in (64, 128, 256)])
+    fit = slope.slope([(w, *tables[w]["1comm"]) for w in (64, 128, 256)])
     assert fit["slope"] == pytest.approx(-0.015) and fit["se"] == pytest.approx(0.01 / math.sqrt(2))
-    z = 0.015 / (0.01 / math.sqrt(2))
-    assert fit["p"] == pytest.approx(math.erfc(z / math.sqrt(2)))  # two-sided normal tail
-    assert fit["ci_low"] == pytest.approx(-0.015 - 1.959964 * 0.01 / math.sqrt(2), abs=1e-6)
+    # the slope is (m256 - m64) / 2: its variance from the two end widths' seeds, 3 + 3 degrees of freedom
+    t = 0.015 / (0.01 / math.sqrt(2))
+    assert fit["df"] == pytest.approx(6) and fit["p"] == pytest.approx(2 * scipy_t.sf(t, 6))
+    assert fit["ci_low"] == pytest.approx(-0.015 - scipy_t.ppf(0.975, 6) * 0.01 / math.sqrt(2))
     # read at GPT-2's width, log2(768 / 64) doublings up: the ordinary line's prediction, and its standard
-    # error sigma * sqrt(1/n + (x0 - mean x)^2 / Sxx) with Sxx = 2
+    # error sigma * sqrt(1/n + (x0 - mean x)^2 / Sxx) with Sxx = 2; its weights (1/3 + (x - 1)(x0 - 1)/2 per
+    # width) give its degrees of freedom
     x0 = math.log2(768 / 64)
     assert fit["at_width"] == 768 and fit["at_cost"] == pytest.approx(0.07 / 3 + 0.015 - 0.015 * x0)
-    half_width = 1.959964 * 0.01 * math.sqrt(1 / 3 + (x0 - 1) ** 2 / 2)
+    parts = [(1 / 3 + (x - 1) * (x0 - 1) / 2) ** 2 * 1e-4 for x in (0, 1, 2)]
+    df = sum(parts) ** 2 / sum(v ** 2 / 3 for v in parts)
+    half_width = scipy_t.ppf(0.975, df) * 0.01 * math.sqrt(1 / 3 + (x0 - 1) ** 2 / 2)
+    assert fit["at_df"] == pytest.approx(df)
     assert fit["at_ci_high"] - fit["at_cost"] == pytest.approx(half_width, rel=1e-6)
     assert fit["at_cost"] - fit["at_ci_low"] == pytest.approx(half_width, rel=1e-6)
+    # two widths: Welch's t test of the two means (scipy), the slope their difference per doubling
+    welch = scipy_stats.ttest_ind_from_stats(0.01, 0.02, 12, 0.04, 0.03, 8, equal_var=False)
+    two = slope.slope([(64, 0.04, 0.03 / math.sqrt(8), 8), (512, 0.01, 0.02 / math.sqrt(12), 12)])
+    assert two["slope"] == pytest.approx(-0.01) and two["p"] == pytest.approx(welch.pvalue)
     # unequal errors weigh the widths: the 256 cost with a tenth of the error pulls the line to itself
     summary(tmp_path / "w256.csv", [("1comm", "", 4, 0.01, 0.002)])
-    precise = slope.slope([(64, 0.04, 0.01), (128, 0.02, 0.01), (256, 0.01, 0.001)])
+    precise = slope.slope([(64, 0.04, 0.01, 4), (128, 0.02, 0.01, 4), (256, 0.01, 0.001, 4)])
     weights = [1e4, 1e4, 1e6]
     xs, ys = [0, 1, 2], [0.04, 0.02, 0.01]
     xm = sum(w * x for w, x in zip(weights, xs)) / sum(weights)
@@ -251,7 +262,8 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
     (bench.summarize per width with that width's 24comm as the reference, then bench.studies.scale.slope)
     against a plain recomputation from each run's metrics.jsonl: per width and setting the paired mean and
     its standard error sd / sqrt(n), then the inverse-variance weighted least-squares slope on log2(width)
-    by hand, its standard error and its two-sided normal p. Every width with two or more committed seeds
+    by hand, its standard error and its two-sided t p on Welch-Satterthwaite degrees of freedom. Every width
+    with two or more committed seeds
     (an arithmetic check of the pipeline, not the planned analysis, which waits for the planned seeds)."""
     import json
     from conftest import ROOT
@@ -274,7 +286,7 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     fitted = {r["name"]: r for r in json.loads((tmp_path / "slope.json").read_text())}
     for s in settings:
-        xs, ys, ws = [], [], []
+        xs, ys, ws, ns = [], [], [], []
         for w, seeds in whole.items():
             diffs = [final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{s}-s{seed}")) -
                      final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_ref24-s{seed}")) for seed in seeds]
@@ -284,6 +296,7 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
             xs.append(math.log2(w / min(whole)))
             ys.append(mean)
             ws.append(1 / se ** 2)
+            ns.append(n)
         xm = sum(w * x for w, x in zip(ws, xs)) / sum(ws)
         ym = sum(w * y for w, y in zip(ws, ys)) / sum(ws)
         sxx = sum(w * (x - xm) ** 2 for w, x in zip(ws, xs))
@@ -293,7 +306,10 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
         assert record["costs"] == pytest.approx(ys, rel=1e-5, abs=1e-7)
         assert record["slope"] == pytest.approx(b, rel=1e-4, abs=1e-7)
         assert record["se"] == pytest.approx(1 / math.sqrt(sxx), rel=1e-4)
-        assert record["p"] == pytest.approx(math.erfc(abs(b) * math.sqrt(sxx) / math.sqrt(2)), rel=1e-3, abs=1e-9)
+        parts = [(w * (x - xm) / sxx) ** 2 / w for w, x in zip(ws, xs)]  # each width's share of the slope's variance
+        df = sum(parts) ** 2 / sum(v ** 2 / (n - 1) for v, n in zip(parts, ns))
+        assert record["df"] == pytest.approx(df, rel=1e-3)
+        assert record["p"] == pytest.approx(2 * scipy_t.sf(abs(b) * math.sqrt(sxx), df), rel=1e-3, abs=1e-9)
 
 
 def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
