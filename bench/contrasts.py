@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 
-from bench.stats import CONFIDENCE, holm, interval_at, paired_stats
+from bench.stats import ALPHA, CONFIDENCE, holm, interval_at, paired_stats
 from bench.summary import SummaryError, aggregate, by_class, check_one_class, fmt, parse_seeds, read_runs
 
 
@@ -59,7 +59,7 @@ def family(aggregates, contrasts, tost=None):
         c["p_holm"] = adjusted
     for c in out:
         c.setdefault("p_holm", None)
-        if c["p_holm"] is not None and c["p_holm"] < 1 - CONFIDENCE:
+        if c["p_holm"] is not None and c["p_holm"] < ALPHA:
             c["verdict"] = "resolved: " + ("A lower" if c["mean"] < 0 else "A higher")
         else:
             c["verdict"] = "unresolved"

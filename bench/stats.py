@@ -23,6 +23,7 @@ import statistics
 from scipy import stats as _st
 
 CONFIDENCE = 0.95
+ALPHA = 0.05  # the level a Holm-adjusted p must be below; 1 - CONFIDENCE is 0.050000000000000044 in floats
 
 
 def t_quantile(q, df):

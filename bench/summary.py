@@ -42,7 +42,7 @@ import re
 import statistics
 import sys
 
-from bench.stats import CONFIDENCE, holm, paired_stats
+from bench.stats import ALPHA, holm, paired_stats
 from comms import MODES
 from configurator import train_defaults
 from links import link_from
@@ -436,7 +436,7 @@ def read_runs(sweep_dirs, seeds=None):
 def verdict(a):
     """What a paired comparison resolves: a difference (Holm-adjusted p < 0.05), no difference beyond
     the noise floor (the whole interval inside it), or neither (unresolved: more seeds needed)."""
-    if a["paired_p_holm"] is not None and a["paired_p_holm"] < 1 - CONFIDENCE:
+    if a["paired_p_holm"] is not None and a["paired_p_holm"] < ALPHA:
         return "resolved, " + ("higher" if a["paired_diff_mean"] > 0 else "lower") + " val loss than the reference"
     if a["within_noise_floor"]:
         return "resolved, within the noise floor"

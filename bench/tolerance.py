@@ -35,7 +35,7 @@ import json
 import os
 import sys
 
-from bench.stats import CONFIDENCE, holm, interval_at, paired_stats, seeds_needed
+from bench.stats import ALPHA, CONFIDENCE, holm, interval_at, paired_stats, seeds_needed
 
 
 def fail(message):
@@ -138,7 +138,7 @@ def resolved(stats, corrected=True):
     excludes 0. None where it cannot be told (fewer than 2 seeds)."""
     if stats.get("p_holm") is None:
         return None
-    return stats["p_holm"] < 1.0 - CONFIDENCE if corrected else not stats["ci_low"] <= 0.0 <= stats["ci_high"]
+    return stats["p_holm"] < ALPHA if corrected else not stats["ci_low"] <= 0.0 <= stats["ci_high"]
 
 
 def tolerances(table, corrected=True):

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from bench.stats import CONFIDENCE, holm, paired_stats
+from bench.stats import ALPHA, CONFIDENCE, holm, paired_stats
 
 
 def final_losses(path):
@@ -72,7 +72,7 @@ def main():
     print("| --- | ---: | --- | --- | --- | ---: | --- |")
     for i, (config, seeds, narrow_cost, wide_cost, change) in enumerate(rows):
         p = adjusted.get(i)
-        verdict = ("unresolved" if p is None or p >= 1 - CONFIDENCE else
+        verdict = ("unresolved" if p is None or p >= ALPHA else
                    "grows with width" if change["mean"] > 0 else "shrinks with width")
         print(f"| {config} | {len(seeds)} | {interval(narrow_cost)} | {interval(wide_cost)} | {interval(change)} | "
               f"{'-' if p is None else f'{p:.2g}'} | {verdict} |")

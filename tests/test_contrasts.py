@@ -150,3 +150,11 @@ def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled
     assert summary.class_label({"device": "NVIDIA H100 80GB HBM3", "cpu_capability": "AVX512"}) == \
         "NVIDIA H100 80GB HBM3 (as recorded then)"
     assert summary.class_label({"device": "cpu", "cpu_capability": "AVX2"}) == "cpu AVX2 (as recorded then)"
+
+
+def test_a_holm_p_of_exactly_the_level_is_not_resolved():
+    """Holm's rule rejects below 0.05; 1 - 0.95 is 0.050000000000000044 in floats, which let 0.05 itself through."""
+    from bench.stats import holm
+    assert holm([0.025, 0.9])[0] == 0.05
+    at_level = dict(paired_p_holm=0.05, paired_diff_mean=0.01, within_noise_floor=False)
+    assert summary.verdict(at_level) == "unresolved (interval wider than the noise floor)"

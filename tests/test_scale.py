@@ -35,6 +35,12 @@ def test_the_slope_is_the_weighted_least_squares_fit_on_log2_width(tmp_path):
     for width, cost in ((64, 0.04), (128, 0.02), (256, 0.01)):
         summary(tmp_path / f"w{width}.csv", [("1comm", "", 4, cost, sds[width]), ("24comm", f"w{width}_half", 4, 0.0, 0.02)])
     tables = {w: slope.costs(tmp_path / f"w{w}.csv") for w in (64, 128, 256)}
+    # a summary holding two widths' runs: each width reads its own tag, and a name twice is refused
+    summary(tmp_path / "both.csv", [("24comm", "w64_drop1", 12, 0.0193, 0.01), ("24comm", "w512_drop1", 12, 0.0035, 0.01)])
+    assert slope.costs(tmp_path / "both.csv", 64)["24comm/drop1"][0] == 0.0193
+    assert slope.costs(tmp_path / "both.csv", 512)["24comm/drop1"][0] == 0.0035
+    with pytest.raises(ValueError, match="24comm/drop1 twice"):
+        slope.costs(tmp_path / "both.csv")
     assert tables[128]["1comm"] == pytest.approx((0.02, 0.01, 4))
     assert tables[128]["24comm/half"] == pytest.approx((0.0, 0.01, 4))  # the width tag w128_ dropped
     fit = slope.slope([(w, *tables[w]["1comm"]) for w in (64, 128, 256)])

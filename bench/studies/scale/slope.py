@@ -28,16 +28,22 @@ import sys
 from bench.stats import holm
 
 
-def costs(path):
-    """{setting name without train_, the dataset and a width tag: (mean, standard error, n)} of a summary's paired rows."""
+def costs(path, width=None):
+    """{setting name without train_, the dataset and a width tag: (mean, standard error, n)} of a summary's paired
+    rows; with `width`, only that width's (tagged w<width>_) and untagged ones. ValueError for a name twice."""
     out = {}
     with open(path) as f:
         for row in csv.DictReader(f):
             if row["kind"] != "aggregate" or not row.get("paired_diff_mean") or not row.get("paired_diff_std"):
                 continue
+            tag = re.match(r"w(\d+)_", row["setting"])  # the sweeps tag a setting with its width: w64_drop1
+            if width is not None and tag and int(tag.group(1)) != width:
+                continue
             stem = row["config"].rsplit("/", 1)[-1].removesuffix(".py").removeprefix("train_shakespeare_char_")
-            setting = re.sub(r"^w\d+_", "", row["setting"])  # the sweeps tag a setting with its width: w64_drop1
+            setting = row["setting"][tag.end():] if tag else row["setting"]
             name = stem + (f"/{setting}" if setting else "")
+            if name in out:
+                raise ValueError(f"{path}: {name} twice (two widths' runs in one summary: pass each width's own)")
             n = int(row["paired_n"])
             out[name] = (float(row["paired_diff_mean"]), float(row["paired_diff_std"]) / math.sqrt(n), n)
     return out
@@ -81,7 +87,7 @@ def main():
         sys.exit(f"error: --at={args.at}: a width is a positive integer (GPT-2's is 768)")
     try:
         widths = sorted((int(w), path) for w, _, path in (item.partition("=") for item in args.width))
-        tables = {w: costs(path) for w, path in widths}
+        tables = {w: costs(path, w) for w, path in widths}
     except (ValueError, OSError, KeyError) as e:
         sys.exit(f"error: --width: {e} (write W=path/to/experiment_summary.csv)")
     found = []
