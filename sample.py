@@ -18,7 +18,7 @@ import torch
 
 import checkpoint as ckpt
 import configurator
-from model import GPT, GPTConfig, describe_pattern
+from model import describe_pattern
 
 # -----------------------------------------------------------------------------
 out_dir = "out-shakespeare-char"  # the run to sample from: out_dir/ckpt.pt
@@ -55,11 +55,10 @@ except ckpt.CheckpointError as e:
     sys.exit(f"error: {e}")
 run_config = checkpoint["config"]
 
-# the model, all TP ranks in this process, lossless (the default comms.SimComm)
-gptconf = GPTConfig(**dict(checkpoint["model_args"], dropout=0.0))
-model = GPT(gptconf)
-model.load_state_dict(checkpoint["model"])
-model.eval().to(device)
+# the model as the run computed it (its sync width and dtype, a schedule's pattern in force), all TP ranks
+# in this process, lossless
+model = ckpt.model_as_run(checkpoint, device).eval()
+gptconf = model.config
 
 # the tokenizer the run's data was prepared with
 here = os.path.dirname(os.path.abspath(__file__))

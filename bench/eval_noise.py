@@ -31,7 +31,6 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import checkpoint as ckpt
 from data.common import Batches
-from model import GPT, GPTConfig
 
 @torch.no_grad()
 def per_batch_losses(run_dir, data_dir=""):
@@ -42,9 +41,7 @@ def per_batch_losses(run_dir, data_dir=""):
     except ckpt.CheckpointError as e:
         sys.exit(f"error: {e}")
     config = checkpoint["config"]
-    model = GPT(GPTConfig(**dict(checkpoint["model_args"], dropout=0.0)))
-    model.load_state_dict(checkpoint["model"])  # the `sim` layout: every rank's shards
-    model.eval()
+    model = ckpt.model_as_run(checkpoint, "cpu").eval()  # the `sim` layout: every rank's shards
     data_dir = data_dir or config.get("data_dir") or os.path.join(ROOT, "data", config["dataset"])
     batch = Batches(data_dir, config["batch_size"], config["block_size"], config["seed"], 0, "cpu")  # train.py's
     losses = [model(*batch("val", None, k))[1].item()

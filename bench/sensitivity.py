@@ -92,12 +92,11 @@ def load_source(path, args):
         model.load_dense_state_dict(weights.dense)  # shards cut from the dense weights
         return model, model_args, dict(train_defaults(), dataset="openwebtext", seed=None), None
     checkpoint = ckpt.load(ckpt.init_source(path)[1], "cpu")
-    model_args = dict(checkpoint["model_args"], dropout=0.0)
-    if set(parse_block_types(model_args["block_types"], model_args["n_layer"])) != {"tp"} or model_args["tp_size"] < 2:
+    model = ckpt.model_as_run(checkpoint, args.device)  # a schedule's pattern in force, its sync width and dtype
+    model_args = dict(checkpoint["model_args"], dropout=0.0, block_types=",".join(model.config.block_types))
+    if set(model.config.block_types) != {"tp"} or model_args["tp_size"] < 2:
         sys.exit(f"error: {path} is not a tp model with tp_size > 1 (blocks {model_args['block_types']}, "
                  f"tp_size={model_args['tp_size']}): the study converts tp blocks")
-    model = GPT(GPTConfig(**model_args)).to(args.device)
-    model.load_state_dict(checkpoint["model"])
     return model, model_args, checkpoint["config"], checkpoint.get("iter_num")
 
 

@@ -338,12 +338,15 @@ def test_time_to_target_projects_measured_iterations(tmp_path):
 
 def test_eval_noise_recomputes_train_pys_own_val_loss(char_data, tmp_path):
     """bench/eval_noise.py draws train.py's eval batches itself: its mean must equal the logged val
-    loss (the tool checks), and a log that disagrees is caught."""
+    loss (the tool checks), and a log that disagrees is caught. The run switches its pattern at iteration 5
+    and sends half the channels, so the model must be rebuilt as the run computed it at its checkpoint
+    (checkpoint.model_as_run, which sample.py uses too): the schedule's pattern in force, its sync_fraction."""
     from bench.harness import run_train
     from conftest import TINY
     run_dir = tmp_path / "run"
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={run_dir}", "--max_iters=10",
-                     "--always_save_checkpoint=True", "--tp_size=2", "--block_types=tp").returncode == 0
+                     "--always_save_checkpoint=True", "--tp_size=2", "--block_schedule=0:tp;5:parallel,spd",
+                     "--sync_fraction=0.5").returncode == 0
     result = run_tool("bench.eval_noise", str(run_dir), str(run_dir), f"--data_dir={char_data}")
     assert result.returncode == 0, result.stderr
     rows = [line.split("|") for line in result.stdout.splitlines()
