@@ -180,7 +180,7 @@ try:
 except PrepareError as e:
     faults.fail(e)
 meta_vocab_size = meta.get("vocab_size")
-get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device)  # get_batch(split, step, micro_step)
+get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device, gradient_accumulation_steps)  # (split, step, micro)
 label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
 
 # model

@@ -218,11 +218,13 @@ def step_seed(seed, *parts):
 class Batches:
     """A run's batches from nanoGPT's flat uint16 token files: batches(split, step, micro_step) is batch
     `micro_step` of step `step` for this data-parallel rank (every TP rank of a group gets the same);
-    step=None: eval batch `micro_step`, the same for every eval, config and layout."""
+    step=None: eval batch `micro_step`, the same for every eval, config and layout. A training batch is
+    drawn by its index in the whole step (dp_rank x micro_batches + micro_step, micro_batches per rank),
+    so a step sees the same batches at any data-parallel layout (sim with dp 8 and dist with dp 4 alike)."""
 
-    def __init__(self, data_dir, batch_size, block_size, seed, dp_rank, device):
+    def __init__(self, data_dir, batch_size, block_size, seed, dp_rank, device, micro_batches=1):
         self.data_dir, self.batch_size, self.block_size = data_dir, batch_size, block_size
-        self.seed, self.dp_rank, self.device = seed, dp_rank, device
+        self.seed, self.dp_rank, self.device, self.micro_batches = seed, dp_rank, device, micro_batches
 
     def __call__(self, split, step, micro_step):
         import torch  # the prepare scripts that share this file do not need it
@@ -232,7 +234,8 @@ class Batches:
         if step is None:
             draw = (EVAL_TRAIN if split == "train" else EVAL_VAL, micro_step)
         else:
-            draw = (TRAIN_DATA if split == "train" else VAL_DATA, self.dp_rank, step, micro_step)
+            # 0: the slot the dp rank held before; one data-parallel rank draws what it always drew
+            draw = (TRAIN_DATA if split == "train" else VAL_DATA, 0, step, self.dp_rank * self.micro_batches + micro_step)
         generator = torch.Generator().manual_seed(step_seed(self.seed, *draw))
         L = self.block_size
         ix = torch.randint(len(data) - L, (self.batch_size,), generator=generator)

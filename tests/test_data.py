@@ -70,3 +70,20 @@ def test_prepare_errors_are_one_line(tmp_path):
                                   "--out_dir", str(tmp_path)), "nothing to learn")
     (tmp_path / "x.csv").write_text("text\nhello\n")
     assert_one_line_error(prepare("openwebtext", "--files", str(tmp_path / "x.csv")), ".csv")
+
+
+def test_a_step_draws_the_same_batches_at_any_data_parallel_layout(char_data):
+    """A step of 4 micro-batches as dp 1 x 4, 2 x 2 and 4 x 1 draws one set of sequences (sim and dist
+    differ in dp at one world size, and a pair of runs must see the same data); one rank draws what it drew
+    before the global index (its seeds unchanged: the studies' runs resume as they ran)."""
+    sys.path.insert(0, os.path.join(ROOT, "data"))
+    from common import TRAIN_DATA, Batches, step_seed
+    import torch
+    drawn = {}
+    for dp in (1, 2, 4):
+        batches = [Batches(char_data, 3, 8, 7, rank, "cpu", 4 // dp)("train", 5, k) for rank in range(dp) for k in range(4 // dp)]
+        drawn[dp] = sorted(tuple(x.tolist()) for x, _ in batches for x in x)
+    assert drawn[1] == drawn[2] == drawn[4] and len(set(drawn[1])) > 1
+    data = np.memmap(os.path.join(char_data, "train.bin"), dtype=np.uint16, mode="r")
+    ix = torch.randint(len(data) - 8, (3,), generator=torch.Generator().manual_seed(step_seed(7, TRAIN_DATA, 0, 5, 2)))
+    assert Batches(char_data, 3, 8, 7, 0, "cpu", 4)("train", 5, 2)[0][0].tolist() == data[int(ix[0]):int(ix[0]) + 8].tolist()
