@@ -177,7 +177,8 @@ def main():
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows + aggregates:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items() if k in COLUMNS})
+            # floats in full (repr): a control's "exactly 0" and a rerun's equality are read from here
+            writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items() if k in COLUMNS})
     written = ["experiment_summary.csv"]
     if floors:
         with open(os.path.join(out, "noise_floor.json"), "w") as f:

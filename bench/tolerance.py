@@ -73,14 +73,21 @@ def paired_costs(rows, controls=False):
     """{(config, link, rate, both passes, bernoulli): {(seed, iters): lossy minus lossless final val loss}}: each
     lossy run paired with the lossless run of the same config, seed and length. controls=True: only the runs that
     dropped nothing; False: only the others."""
-    lossless = {(r["config"], r["seed"], r["iters"]): float(r["final_val_loss"]) for r in rows if r["loss_model"] == "none"}
-    costs = {}
+    lossless, costs = {}, {}
+    for r in rows:  # a config's one lossless twin per seed and length; two would pair by chance: said, not picked
+        key = (r["config"], r["seed"], r["iters"])
+        if r["loss_model"] == "none" and lossless.setdefault(key, float(r["final_val_loss"])) != float(r["final_val_loss"]):
+            fail(f"{os.path.basename(r['config'])} seed {r['seed']}: two lossless runs (settings differ beyond the link): "
+                 "summarize each setting's runs apart, so each lossy run has one twin")
     for r in rows:
         key = (r["config"], r["seed"], r["iters"])
         if r["loss_model"] != "none" and drops_nothing(r) == controls and key in lossless:
             link = (r["config"], link_name(r), float(r["loss_rate"]), r["loss_fwd"] == r["loss_bwd"] == "True",
                     r["loss_model"] == "bernoulli")
-            costs.setdefault(link, {})[key[1:]] = float(r["final_val_loss"]) - lossless[key]
+            if key[1:] in costs.setdefault(link, {}):
+                fail(f"{os.path.basename(r['config'])} {link[1]} seed {r['seed']}: two lossy runs of one link "
+                     "(settings differ beyond the link): summarize each setting's runs apart")
+            costs[link][key[1:]] = float(r["final_val_loss"]) - lossless[key]
     return costs
 
 
