@@ -417,12 +417,13 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, **settings)
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Sample continuations of idx (B, L) from TP rank 0's logits."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, vocab=None):
+        """Sample continuations of idx (B, L) from TP rank 0's logits; vocab: only ids below it (the tokenizer's
+        own ids, where the model's vocabulary is padded: GPT-2's 50257 of 50304)."""
         for _ in range(max_new_tokens):
             idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
             logits, _ = self(idx_cond)
-            logits = logits[:, -1, :] / temperature
+            logits = logits[:, -1, :vocab] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                 logits[logits < v[:, [-1]]] = -float("Inf")

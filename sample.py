@@ -70,6 +70,10 @@ if os.path.exists(meta_path):
     stoi, itos = meta["stoi"], meta["itos"]
     encode = lambda s: [stoi[c] for c in s]  # noqa: E731
     decode = lambda ids: "".join(itos[i] for i in ids)  # noqa: E731
+    vocab = len(itos)
+elif gptconf.vocab_size < 50257:  # not GPT-2's: decoding with GPT-2's BPE would be another text
+    sys.exit(f"error: {meta_path} is missing and the model's vocabulary ({gptconf.vocab_size}) is not GPT-2's: "
+             f"prepare the run's data again (its meta.pkl holds the tokenizer)")
 else:
     sys.path.insert(0, os.path.join(here, "data"))
     from common import PrepareError, gpt2_encoding
@@ -78,7 +82,7 @@ else:
     except PrepareError as e:
         sys.exit(f"error: GPT-2 tokenizer: {e}")
     encode = lambda s: enc.encode(s, allowed_special={"<|endoftext|>"})  # noqa: E731
-    decode = enc.decode
+    decode, vocab = enc.decode, enc.n_vocab  # 50257: the model's padding ids are never sampled
     stoi = None
 
 if start.startswith("FILE:"):
@@ -105,6 +109,6 @@ ctx = torch.amp.autocast(device_type="cuda", dtype=dtype) if dtype else nullcont
 x = torch.tensor(start_ids, dtype=torch.long, device=device)[None, :]  # (1, L)
 with torch.no_grad(), ctx:
     for _ in range(num_samples):
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None)
+        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None, vocab=vocab)
         print(decode(y[0].tolist()))
         print("---------------")

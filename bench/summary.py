@@ -249,11 +249,12 @@ def setting_name(config, setting):
 def aggregate(rows):
     """One row per setting (the resolved config but the seed): mean and std over seeds of the finished runs."""
     groups = {}
-    for row in rows:
-        if row["status"] == "done":
-            groups.setdefault(row["_setting"], []).append(row)
+    for row in rows:  # one run per seed: a seed run twice (two sweeps, two names) is one sample, the first run
+        if row["status"] == "done" and groups.setdefault(row["_setting"], {}).setdefault(row["seed"], row) is not row:
+            print(f"note: {row['_dir']} repeats seed {row['seed']} of its setting: the first run counts", file=sys.stderr)
     out = []
-    for members in groups.values():
+    for by_seed in groups.values():
+        members = list(by_seed.values())
         # one setting under several names (5comm's config file, and 24comm with its pattern given as
         # a sweep setting): named by the config file without a tag where there is one, every name kept
         names = sorted({m["_name"] for m in members}, key=lambda n: ("/" in n, len(n), n))
@@ -267,8 +268,7 @@ def aggregate(rows):
                     "final_val_accuracy": mean("final_val_accuracy"), "tokens_per_s": mean("tokens_per_s"),
                     "it_per_s": mean("it_per_s"), "wall_time_s": mean("wall_time_s"),
                     "observed_loss_rate": mean("observed_loss_rate"), "_aliases": names,
-                    # one run per seed for pairing (the same seed twice in one setting: the first)
-                    "_by_seed": {m["seed"]: m for m in reversed(members)}})
+                    "_by_seed": by_seed})
     return out
 
 

@@ -256,6 +256,13 @@ def test_one_training_config_under_two_names_is_one_setting(tmp_path):
     assert drop[0]["_name"] == "train_shakespeare_char_12comm"  # the config file's name, not the tag's
     assert drop[0]["_aliases"] == ["train_shakespeare_char_12comm", "train_shakespeare_char_24comm/drop"]
     assert contrasts.find(aggregates, "drop") is drop[0]  # any of its names finds it
+    again = tmp_path / "c" / "12comm-s1"  # seed 1 of the same setting again, under the config file's name
+    shutil.copytree(twin, again)
+    (again / "config.json").write_text(json.dumps(dict(cfg, seed=1, out_dir=str(again))))
+    (again / "result.json").write_text(json.dumps({**json.loads((twin / "result.json").read_text()), "seed": 1}))
+    rows = summary.read_runs([str(tmp_path / d) for d in "abc"])[0]
+    (drop,) = [a for a in summary.aggregate(rows) if "train_shakespeare_char_12comm" in a["_aliases"]]
+    assert drop["n"] == 4 and drop["_by_seed"][1]["_dir"] != str(again)  # one sample per seed: the first run
     cfg.update(max_iters=301)  # a training key: another setting
     (twin / "config.json").write_text(json.dumps(cfg))
     aggregates = summary.aggregate(summary.read_runs([str(tmp_path / "a"), str(tmp_path / "b")])[0])

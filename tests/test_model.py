@@ -258,6 +258,8 @@ def test_generate_and_mfu():
     model.eval()
     out = model.generate(torch.zeros(2, 1, dtype=torch.long), max_new_tokens=20, top_k=5)
     assert out.shape == (2, 21)
+    torch.manual_seed(0)  # vocab: a padded vocabulary's extra ids are never drawn (sample.py: GPT-2's 50257)
+    assert model.generate(torch.zeros(4, 1, dtype=torch.long), max_new_tokens=50, vocab=3).max() < 3
     assert peak_flops_per_device("cpu", "float32") > 0
     mfu = estimate_mfu(model, tokens_per_iter=1000, dt=1.0, peak_flops=1e12)
     assert mfu == pytest.approx(flops_per_token(model) * 1000 / 1e12)

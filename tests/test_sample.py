@@ -69,3 +69,13 @@ def test_sample_mistakes_are_one_line_errors(trained, tmp_path, args, needle):
     missing = str(tmp_path / "nothing")
     result = sample(*(a.format(trained=trained, missing=missing) for a in args))
     assert_one_line_error(result, needle)
+
+
+def test_a_run_whose_tokenizer_is_gone_is_one_line(trained, tmp_path):
+    """A char model whose data folder lost its meta.pkl: one line, not GPT-2's BPE decoding its ids."""
+    import torch
+    checkpoint = torch.load(os.path.join(trained, "ckpt.pt"), weights_only=False)
+    checkpoint["config"]["data_dir"] = str(tmp_path / "moved")
+    (tmp_path / "out").mkdir()
+    torch.save(checkpoint, tmp_path / "out" / "ckpt.pt")
+    assert_one_line_error(sample(f"--out_dir={tmp_path / 'out'}"), "meta.pkl is missing", "not GPT-2's")
