@@ -37,13 +37,15 @@ def available():
     return importlib.util.find_spec("megatron") is not None and importlib.util.find_spec("megatron.core") is not None
 
 
-def choose(tp_backend, tp_procs, tp_size):
+def choose(tp_backend, tp_procs, tp_size, pp_size=1):
     """(use megatron-core?, why) for train.py's tp_backend key; BackendError for a request that cannot be met.
     tp_procs: processes per TP group (the execution mode's processes_per_tp_group)."""
     real_tp = tp_procs > 1
     if tp_backend == "auto":
         if not real_tp:
             return False, "auto: megatron needs tp_mode='dist'"
+        if pp_size > 1:  # pipeline.py runs the native layers only (it refuses tp_backend='megatron')
+            return False, "auto: pipelines run the native layers"
         return (True, "auto: megatron-core is installed") if available() else \
             (False, "auto: megatron-core is not installed")
     if tp_backend == "megatron" and not real_tp:

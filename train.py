@@ -193,7 +193,7 @@ try:
     model_args = model_args_from(config, vocab_size=weights.shape["vocab_size"] if weights else meta_vocab_size or 50304)
     gptconf = GPTConfig(**model_args)  # 50304 above: GPT-2's vocabulary padded
     link = link_from(config, tp_group=dp_rank)  # the network of this TP group (one per data-parallel rank)
-    use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size)
+    use_megatron, backend_why = megatron_shim.choose(tp_backend, tp_procs, tp_size, pp_size)
     layers = megatron_shim.linear_factory(grid.tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
     if pp_size > 1:  # imported only here: torch's pipelining imports dynamo, 1 s of every process's start
         from pipeline import Pipeline, check_config as check_pipeline

@@ -157,6 +157,14 @@ def test_resume_across_pp_sizes(char_data, tmp_path):
     assert_same_run(straight, hop)
 
 
+def test_auto_backend_picks_the_native_layers_for_a_pipeline():
+    """tp_backend='auto' in `dist` with pp_size > 1: native, since pipeline.py refuses megatron's layers (auto
+    chose megatron where megatron-core is installed, and the run then stopped on its own choice)."""
+    import megatron_shim
+    assert megatron_shim.choose("auto", 2, 2, pp_size=2) == (False, "auto: pipelines run the native layers")
+    assert megatron_shim.choose("auto", 2, 2)[0] == megatron_shim.available()
+
+
 def test_record_differences_finds_what_differs():
     a = [{"iter": 0, "train_loss": 2.0, "packets_lost": 3}, {"iter": 0, "val_loss": 0.5}]
     b = [{"iter": 0, "train_loss": 2.001, "packets_lost": 4}, {"iter": 0, "val_loss": 0.5002}]
