@@ -37,8 +37,10 @@ class BernoulliLoss:
         return f"bernoulli(loss_rate={self.loss_rate:g})"
 
     def sample(self, n, stream):
-        """Lost flags of the next n packets of one link's stream."""
-        return torch.rand(n, generator=stream.generator, device=stream.device) < self.loss_rate
+        """Lost flags of the next n packets of one link's stream. Below 1e-4 the uniforms are float64: float32's
+        steps of 2^-24 would make a rate of 1e-7 come out as 1.2e-7 (the studies' rates keep their float32 masks)."""
+        dtype = torch.float64 if self.loss_rate < 1e-4 else torch.float32
+        return torch.rand(n, generator=stream.generator, device=stream.device, dtype=dtype) < self.loss_rate
 
 
 class GilbertElliottLoss:

@@ -74,6 +74,15 @@ def test_gilbert_elliott_bursts_differ_from_bernoulli_at_the_same_rate(n):
     assert abs(ge_bursts.mean() - ge.mean_burst) < burst_tolerance(ge.mean_burst, len(ge_bursts))
 
 
+def test_a_tiny_bernoulli_rate_is_drawn_at_float64_resolution():
+    """float32 uniforms step by 2^-24 = 6e-8: a rate of 2e-8 drawn in float32 loses 3x as often (u == 0 counts).
+    Below 1e-4 the draw is float64; at the studies' rates it is the float32 draw it always was."""
+    for rate, dtype in ((2e-8, torch.float64), (0.01, torch.float32)):
+        lost = BernoulliLoss(rate).sample(100_000, LossyLink(BernoulliLoss(rate), seed=4).stream(0, 1, FWD, "cpu"))
+        generator = LossyLink(BernoulliLoss(rate), seed=4).stream(0, 1, FWD, "cpu").generator
+        assert torch.equal(lost, torch.rand(100_000, generator=generator, dtype=dtype) < rate)
+
+
 def test_a_chain_that_never_leaves_a_state_takes_integer_probabilities():
     """p = 0 written as an int (a direct caller's GilbertElliottLoss(0, ...)): the good state is never left,
     as with 0.0 (an int 0 made log1p(-p) +0.0, and the run lengths came out negative)."""
