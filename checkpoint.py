@@ -387,6 +387,9 @@ def model_as_run(checkpoint, device):
     return model.to(device)
 
 
+PART_KEYS = ("git_commit", "numerics", "host", "started")  # what run_info keeps of each earlier part of a resumed run
+
+
 def describe_run(device, processes, dtype=None, earlier=None):
     """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
     and a copy in every checkpoint): git commit and whether the tree had local changes,
@@ -425,6 +428,3 @@ def describe_run(device, processes, dtype=None, earlier=None):
             "started": datetime.datetime.now().isoformat(timespec="seconds"),
             **({"earlier_parts": [*earlier.get("earlier_parts", []), {key: earlier.get(key) for key in PART_KEYS}]}
                if earlier else {})}
-
-
-PART_KEYS = ("git_commit", "numerics", "host", "started")  # what run_info keeps of each earlier part of a resumed run
