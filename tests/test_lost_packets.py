@@ -351,11 +351,17 @@ def test_dist_equals_sim(char_data, tmp_path, handling, scheme):
     dst = torchrun(2, *args, "--tp_mode=dist", f"--out_dir={dist_dir}")
     assert dst.returncode == 0, dst.stderr[-2000:]
     # int8 syncs: a last-bit difference between sim's and dist's partials that flips one rounding moves
-    # that value by 1/127 of its token's largest (observed 2.4e-4 in the loss after 5 steps with the
-    # reliable link, whose numbers are the lossless run's bit for bit in each mode), hence the wider tolerance
-    assert_same_run(sim_dir, dist_dir, 1e-3 if scheme else 5e-5)
-    for a, b in zip(records(sim_dir), records(dist_dir)):
-        assert a.get("retransmissions") == b.get("retransmissions") and a.get("resend_rounds") == b.get("resend_rounds")
+    # that value by 1/127 of its token's largest, and a step whose gradient spikes carries it on: observed
+    # 2.4e-4 in the loss after 5 steps on an AMD EPYC host, 1.2e-3 on an Intel Xeon one (at a step whose
+    # gradient norm spiked to 13.6; every record before it within 4e-6), hence the wider tolerance. The
+    # masks are held exactly: the same packets lost and resent at every step, and the first forward pass
+    # (before any update, under the first masks) equal to float tolerance
+    assert_same_run(sim_dir, dist_dir, 5e-3 if scheme else 5e-5)
+    sim_records, dist_records = records(sim_dir), records(dist_dir)
+    for a, b in zip(sim_records, dist_records):
+        for key in ("packets_lost", "retransmissions", "resend_rounds"):
+            assert a.get(key) == b.get(key), (a["iter"], key)
+    assert abs(sim_records[0]["train_loss"] - dist_records[0]["train_loss"]) < 5e-5
     if "transport" in handling:
         assert records(sim_dir)[-2]["retransmissions"] > 0
 
