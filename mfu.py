@@ -26,25 +26,26 @@ def estimate_mfu(model, tokens_per_iter, dt, peak_flops):
 
 
 # Dense matmul peak FLOP/s per device, from vendor datasheets (SXM parts, no sparsity).
-# 'bf16' is the tensor-core rate used under autocast; 'fp32' the rate for float32
-# matmuls (TF32 tensor cores on GPUs, where PyTorch allows them). The CPU entry is
+# 'bf16' is the tensor-core rate used under autocast; 'tf32' the rate for float32 matmuls
+# where PyTorch allows TF32 tensor cores (train.py's tf32=True); 'fp32' full float32. The CPU entry is
 # rough: cores x 2.5 GHz x 32 fp32 FLOP/cycle (two AVX2 FMA units); pass
 # peak_flops=... to train.py for your machine.
 PEAK_FLOPS = {
-    "H200": {"bf16": 989e12, "fp32": 494e12},
-    "H100": {"bf16": 989e12, "fp32": 494e12},
-    "A100": {"bf16": 312e12, "fp32": 156e12},
+    "H200": {"bf16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "H100": {"bf16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "A100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
     "cpu-core": {"bf16": 80e9, "fp32": 80e9},
 }
 
 
 def peak_flops_per_device(device_type, dtype):
-    """The peak of this process's device for `dtype` ('bfloat16', 'float32', ...), or None."""
+    """The peak of this process's device for `dtype` ('bfloat16', 'float32', ...), or None. A float32
+    run's GPU peak is TF32's only where torch lets matmuls use it (step.set_numerics sets the flag)."""
     precision = "fp32" if dtype == "float32" else "bf16"
     if device_type == "cpu":
         return PEAK_FLOPS["cpu-core"][precision] * torch.get_num_threads()
     name = torch.cuda.get_device_name()
     for key, peaks in PEAK_FLOPS.items():
         if key in name:
-            return peaks[precision]
+            return peaks["tf32" if precision == "fp32" and torch.backends.cuda.matmul.allow_tf32 else precision]
     return None  # unknown device: MFU is not reported rather than made up

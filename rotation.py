@@ -6,8 +6,10 @@ lost packet then removes a little of every element of its block instead of all o
 
 Blocks, not padding: the transform runs along the packet axis, over blocks of a power-of-two
 number of whole packets (the binary digits of the packet count, largest block first: 13 packets
-are blocks of 8, 4 and 1). A message keeps its packet count, so the link draws the masks a
-zero-fill run draws and the statistics are unchanged; a lost packet's damage stays inside its
+are blocks of 8, 4 and 1). A full-precision or bfloat16 message keeps its packet count, so the
+link draws the masks a zero-fill run draws; an int8 or float8 one is cut into packets of values,
+each with its own scale, instead of whole rows (quantize.packets), so its count and masks are its
+own (10 rows of 768 int8: 6 packets, not 10). A lost packet's damage stays inside its
 own block; and no bytes are added but the zeros that fill out a short last packet. (Padding the
 message to a power of two elements would send up to twice the packets.) The block of the odd
 last packet, if any, has size 1: that packet is not spread.

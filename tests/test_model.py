@@ -265,6 +265,16 @@ def test_generate_and_mfu():
     assert mfu == pytest.approx(flops_per_token(model) * 1000 / 1e12)
 
 
+def test_gpu_peak_follows_the_tf32_setting(monkeypatch):
+    """A float32 run divides by TF32's peak only where torch lets matmuls use TF32 (tf32=False: full float32)."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    assert peak_flops_per_device("cuda", "float32") == 494e12
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    assert peak_flops_per_device("cuda", "float32") == 67e12
+    assert peak_flops_per_device("cuda", "bfloat16") == 989e12
+
+
 def test_count_sync_points_rule():
     assert count_sync_points(("tp",) * 12, 2) == 24
     assert count_sync_points(("spd", "parallel") * 6, 2) == 7  # the old guide's "8 comms"
