@@ -140,11 +140,12 @@ def collect(model, optimizer, comm, dp_rank, step=None):
 RUN_KEYS = ("block_schedule", "seed", "dataset", "batch_size", "sync_fraction", "sync_dtype")
 
 
-def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, config=None, pipeline=None):
+def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, config=None, pipeline=None, data_tokens=None):
     """Continue the run saved at path: load this process's part of the model, optimizer, scaler
     and link state, the optimizer's settings (weight decay, betas) this config's. Returns the checkpoint's
     remaining fields (iter_num, best_val_loss, ...) and a note for the log, or None. CheckpointError for a
-    missing file, another model or another run (RUN_KEYS: config, train.py's, against the saved one)."""
+    missing file, another model or another run (RUN_KEYS: config, train.py's, against the saved one;
+    data_tokens: the train and val files' token counts, against those the run was trained on)."""
     checkpoint = load(path, device)
     saved, ours = GPTConfig(**checkpoint["model_args"]), model.config
     for key in (*MODEL_KEYS, "vocab_size"):  # the same model (dropout may change)
@@ -159,6 +160,10 @@ def restore(path, model, optimizer, scaler, comm, dp_rank, dp_world, device, con
         if key in saved_config and saved_config[key] != config[key]:
             raise CheckpointError(f"resume: {path} has {key}={saved_config[key]!r}, this config has {key}={config[key]!r} "
                                   f"(a new run from these weights: init_from=<its ckpt.pt>)")
+    trained_on = checkpoint.get("data_tokens")  # data_dir may move; other files under it are another run's data
+    if data_tokens is not None and trained_on is not None and trained_on != data_tokens:
+        raise CheckpointError(f"resume: {path} was trained on data of {trained_on} tokens, this config's data_dir holds "
+                              f"{data_tokens} (other data: a new run from these weights, init_from=<its ckpt.pt>)")
     model_state, optim_state = checkpoint.pop("model"), checkpoint.pop("optimizer")
     if pipeline is not None:  # this stage's part of the whole model (any pp_size saved it)
         model_state, optim_state = pipeline.split(model_state, optim_state, optimizer)
@@ -299,6 +304,9 @@ def new_run_weights(config, meta_vocab_size):
     if config["init_from"] != "resume" and not config["eval_only"] and os.path.exists(path):
         raise CheckpointError(f"{path} exists: continue that run with --init_from=resume, "
                               f"or train into another --out_dir (a new run never overwrites a checkpoint)")
+    if config["init_from"] == "scratch" and config["eval_only"] and os.path.exists(path):  # not its run's model
+        raise CheckpointError(f"eval_only=True with init_from='scratch' evaluates random weights, not {path}: "
+                              f"use --init_from=resume")
     if config["init_from"] in ("scratch", "resume"):
         return None
     weights = read_weights(config["init_from"])
@@ -308,6 +316,10 @@ def new_run_weights(config, meta_vocab_size):
     if meta_vocab_size and meta_vocab_size != weights.shape["vocab_size"]:
         raise CheckpointError(f"the data's vocabulary has {meta_vocab_size} tokens, init_from="
                               f"{config['init_from']!r} has {weights.shape['vocab_size']}: another tokenizer")
+    experts = weights.checkpoint["model_args"].get("n_experts", 0) if weights.checkpoint else 0  # GPT-2: dense MLPs
+    if experts != config["n_experts"]:  # other weights altogether: an MLP is not a mixture's experts
+        raise CheckpointError(f"init_from={config['init_from']!r} has n_experts={experts}, this config has "
+                              f"n_experts={config['n_experts']}: set --n_experts={experts}")
     config.update({k: weights.shape[k] for k in SHAPE_KEYS if k != "block_size"})
     return weights
 

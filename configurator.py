@@ -69,15 +69,22 @@ def _parse_cli_value(key, raw, default):
         raise ConfigError(f"--{key}={raw}: not a valid {_typename(default)} (e.g. --{key}={default!r})") from None
 
 
-def _run_config_file(path):
+def _run_config_file(path, origin):
+    """The file's config values; origin[key] becomes the file that set each (an include()d one, if its value
+    stands), so that a mistake names the file it is in."""
     if not os.path.isfile(path):
         raise ConfigError(f"config file {path!r} does not exist (config files live in config/, e.g. "
                           f"config/train_shakespeare_char_12comm.py)")
     with open(path) as f:
         source = f.read()
     # include("other.py") applies another config file (relative to this one) in place
-    here = os.path.dirname(os.path.abspath(path))
-    namespace = {"include": lambda name: namespace.update(_run_config_file(os.path.join(here, name)))}
+    here, included = os.path.dirname(os.path.abspath(path)), {}  # key -> (its file, its value) from an include()
+
+    def include(name):
+        values = _run_config_file(os.path.join(here, name), origin)
+        included.update({k: (origin[k], v) for k, v in values.items()})
+        namespace.update(values)
+    namespace = {"include": include}
     try:
         exec(compile(source, path, "exec"), namespace)
     except ConfigError:
@@ -86,8 +93,11 @@ def _run_config_file(path):
         raise ConfigError(f"config file {path}, line {e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # a config file is user input: report it in one line
         raise ConfigError(f"config file {path}: {type(e).__name__}: {e}") from None
-    return {k: v for k, v in namespace.items()
-            if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+    values = {k: v for k, v in namespace.items()
+              if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+    for k, v in values.items():  # still the included file's value, or set here
+        origin[k] = included[k][0] if k in included and included[k][1] is v else path
+    return values
 
 
 def usage(defaults, script):
@@ -123,10 +133,11 @@ def configure(defaults, argv, script="train.py"):
         elif arg.startswith("-") or "=" in arg:
             raise ConfigError(f"malformed argument {arg!r}: write --key=value, or give a config file path")
         else:
-            for key, value in _run_config_file(arg).items():
+            origin = {}
+            for key, value in _run_config_file(arg, origin).items():
                 if key not in defaults:
-                    raise _unknown(key, defaults, f"config file {arg}", script)
-                config[key] = check_type(key, value, defaults[key], f"config file {arg}")
+                    raise _unknown(key, defaults, f"config file {origin[key]}", script)
+                config[key] = check_type(key, value, defaults[key], f"config file {origin[key]}")
                 explicit.add(key)
     return config, explicit
 
@@ -182,6 +193,25 @@ def check_init_from(init_from):
                           f"({', '.join(GPT2_NAMES)}), or an existing ckpt.pt, run directory or transformers directory")
 
 
+def check_device_name(device):
+    device = str(device)
+    if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise ConfigError(f"device={device!r}: allowed values are 'auto', 'cpu', 'cuda' and 'cuda:<index>'")
+
+
+def resolve_device(device):
+    """train.py's and sample.py's device: 'auto' -> 'cuda' where there is one, else 'cpu'. ConfigError (one
+    line) for a malformed name or a device this machine does not have."""
+    import torch  # only the entry points that pick a device need it
+    check_device_name(device)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and (not torch.cuda.is_available() or int(device.partition(":")[2] or 0) >= torch.cuda.device_count()):
+        found = f"this machine has {torch.cuda.device_count()} CUDA devices" if torch.cuda.is_available() else "CUDA is not available here"
+        raise ConfigError(f"device={device!r} but {found}; use --device=cpu or cuda:<index>")
+    return device
+
+
 def check_train_config(config):
     """ConfigError (one line) for a value of train.py's config that the run would reject later."""
     check_choices(config, TRAIN_CHOICES)
@@ -205,9 +235,9 @@ def check_train_config(config):
     if config.get("optimizer") == "muon" and config.get("zero_stage"):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")
-    device = str(config.get("device", "auto"))
-    if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
-        raise ConfigError(f"device={device!r}: allowed values are 'auto', 'cpu', 'cuda' and 'cuda:<index>'")
+    check_device_name(config.get("device", "auto"))
+    if "out_dir" in config and not config["out_dir"]:
+        raise ConfigError("out_dir='' names no directory: give the run's directory, e.g. --out_dir=out-mine")
     if config.get("init_optimizer") and config.get("init_from") == "scratch":
         raise ConfigError("init_optimizer=True takes the AdamW state of init_from's checkpoint: init_from='scratch' "
                           "has none (set init_from to a checkpoint, or init_optimizer=False)")
@@ -219,6 +249,11 @@ def check_train_config(config):
         if config.get(key, default) != default:  # a pipeline's keys, given without one: said, never ignored
             raise ConfigError(f"{key}={config[key]!r} does nothing with pp_size=1: set pp_size > 1 or leave {key} "
                               f"at its default ({default!r})")
+    defaults = train_defaults() if not config.get("n_experts", 0) else {}
+    for key in ("experts_top_k", "moe_aux_loss_coef") if defaults else ():  # a mixture's keys, given without one
+        if key in config and config[key] != defaults[key]:
+            raise ConfigError(f"{key}={config[key]!r} does nothing with n_experts=0 (a dense MLP): set n_experts > 0 "
+                              f"or leave {key} at its default ({defaults[key]!r})")
     if config.get("sequence_parallel"):
         check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:

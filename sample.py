@@ -39,13 +39,10 @@ try:
     if _config["temperature"] <= 0 or _config["top_k"] < 0:
         raise configurator.ConfigError("temperature must be > 0 and top_k >= 0 (0 keeps every token)")
     globals().update(_config)
+    device = configurator.resolve_device(device)  # 'auto': cuda where there is one
 except configurator.ConfigError as e:
     sys.exit(f"error: {e}")
 
-if device == "auto":
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-if device.startswith("cuda") and not torch.cuda.is_available():
-    sys.exit(f"error: device={device!r} but CUDA is not available here; use --device=cpu")
 ckpt_path = os.path.join(out_dir, "ckpt.pt")
 if not os.path.exists(ckpt_path):
     sys.exit(f"error: {ckpt_path} does not exist: train a model into --out_dir first (python train.py ...)")

@@ -135,12 +135,11 @@ config = {k: globals()[k] for k in config_keys}  # what this run uses, saved wit
 Comm = comms.MODES[tp_mode]  # the execution mode: comms.SimComm or comms.DistComm
 tp_procs = Comm.processes_per_tp_group(tp_size)  # processes per TP group
 distributed = int(os.environ.get("RANK", -1)) != -1
-if device == "auto":
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+try:
+    device = configurator.resolve_device(device)  # 'auto': cuda where there is one
+except configurator.ConfigError as e:
+    sys.exit(f"error: {e}")
 device_type = "cuda" if device.startswith("cuda") else "cpu"
-if device_type == "cuda" and (not torch.cuda.is_available() or int(device.partition(":")[2] or 0) >= torch.cuda.device_count()):
-    found = f"this machine has {torch.cuda.device_count()} CUDA devices" if torch.cuda.is_available() else "CUDA is not available here"
-    sys.exit(f"error: device={device!r} but {found}; use --device=cpu or cuda:<index>")
 if tp_procs * pp_size > 1 and not distributed:
     why = f"tp_mode={tp_mode!r} runs one process per TP rank" if tp_procs > 1 else f"pp_size={pp_size} runs one process per stage"
     sys.exit(f"error: {why}: launch with torchrun --nproc_per_node={pp_size * tp_procs} train.py ... (or a multiple)")
@@ -197,7 +196,7 @@ try:
     layers = megatron_shim.linear_factory(grid.tp_group, device) if use_megatron else (ColumnParallelLinear, RowParallelLinear)
     if pp_size > 1:  # imported only here: torch's pipelining imports dynamo, 1 s of every process's start
         from pipeline import Pipeline, check_config as check_pipeline
-        check_pipeline(pp_size, n_layer, pp_split, pp_schedule, gradient_accumulation_steps,
+        check_pipeline(pp_size, config["n_layer"], pp_split, pp_schedule, gradient_accumulation_steps,
                        block_schedule=block_schedule, tp_backend=use_megatron and "megatron", compile=compile,
                        block_types="ladder" in gptconf.block_types and block_types, n_experts=n_experts,
                        dtype=dtype == "float16" and dtype, init_optimizer=weights is not None and init_optimizer,
@@ -221,7 +220,7 @@ optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta
 try:
     if init_from == "resume":  # a checkpoint of either mode continues the same run (checkpoint.py)
         resumed, note = ckpt.restore(ckpt_path, model, optimizer, scaler, comm, dp_rank, dp_world, device,
-                                     config, pipeline)
+                                     config, pipeline, get_batch.tokens)
         iter_num, best_val_loss, skipped_steps = resumed["iter_num"], resumed["best_val_loss"], resumed.get("skipped_steps", 0)
         resumed, weights_from, earlier_info = None, f"{ckpt_path} (resumed at iter {iter_num})", resumed.get("run_info")
         if note and master_process:
@@ -321,7 +320,7 @@ while True:
             if save:  # atomic: a kill mid-save leaves the previous checkpoint intact
                 ckpt.save({**pieces, "scaler": scaler.state_dict(), "model_args": model_args, "iter_num": iter_num,
                            "best_val_loss": best_val_loss, "config": config, "skipped_steps": skipped_steps,
-                           "run_info": run_info}, ckpt_path)
+                           "run_info": run_info, "data_tokens": get_batch.tokens}, ckpt_path)
                 print(f"saved checkpoint to {ckpt_path}")
         saved_iter = iter_num if save else saved_iter
         t0 = time.time()  # ms/iter, tokens/s and MFU time training steps, not evals and saves

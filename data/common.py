@@ -225,6 +225,8 @@ class Batches:
     def __init__(self, data_dir, batch_size, block_size, seed, dp_rank, device, micro_batches=1):
         self.data_dir, self.batch_size, self.block_size = data_dir, batch_size, block_size
         self.seed, self.dp_rank, self.device, self.micro_batches = seed, dp_rank, device, micro_batches
+        # the files' token counts: a resumed run checks it still reads the data it was trained on
+        self.tokens = {split: os.path.getsize(os.path.join(data_dir, f"{split}.bin")) // 2 for split in ("train", "val")}
 
     def __call__(self, split, step, micro_step):
         import torch  # the prepare scripts that share this file do not need it

@@ -7,6 +7,7 @@ through writing a checkpoint, a NaN loss, a rank that dies or hangs.
 import json
 import os
 import pickle
+import shutil
 import sys
 import time
 
@@ -220,6 +221,15 @@ def campaign(char_data, tmp_path_factory):
         np.arange(4096, dtype=np.uint16).__mod__(100).astype(np.uint16).tofile(base / "othervocab" / f"{split}.bin")
     with open(base / "othervocab" / "meta.pkl", "wb") as f:
         pickle.dump({"vocab_size": 100, "stoi": {}, "itos": {}}, f)
+    (base / "otherdata").mkdir()  # the run's alphabet, other text: the first half of its files
+    shutil.copy(os.path.join(char_data, "meta.pkl"), base / "otherdata")
+    for split in ("train", "val"):
+        tokens = np.fromfile(os.path.join(char_data, f"{split}.bin"), dtype=np.uint16)
+        tokens[:len(tokens) // 2].tofile(base / "otherdata" / f"{split}.bin")
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={base / 'moe'}", "--max_iters=1",
+                     "--n_experts=2", "--experts_top_k=1").returncode == 0
+    (base / "top.py").write_text('include("base.py")\n')
+    (base / "base.py").write_text("learning_rat = 1e-3\n")
     return base
 
 
@@ -270,6 +280,15 @@ def mistakes(data, c):
         ("prepare: unsupported file type", lambda: prepare("openwebtext", "--files", f"{c}/typo.py"), [".py"]),
         ("sweep: non-existent sweep file", lambda: sweep(f"{c}/none.py"), ["none.py", "does not exist"]),
         ("sweep: unknown key", lambda: sweep(f"{c}/bad_sweep.py"), ["seedz"]),
+        ("resume on other data of the run's vocabulary", lambda: run_train(*resume, f"--data_dir={c}/otherdata"),
+         ["was trained on data of", "init_from=<its ckpt.pt>"]),
+        ("init_from a mixture of experts into dense MLPs", lambda: run_train(*base, f"--init_from={c}/moe"),
+         ["has n_experts=2", "this config has n_experts=0"]),
+        ("eval_only over a checkpoint without resume", lambda: run_train(*TINY, f"--data_dir={data}", f"--out_dir={run_dir}",
+                                                                       "--eval_only=True"), ["random weights", "--init_from=resume"]),
+        ("a mixture's key without a mixture", lambda: run_train(*base, "--experts_top_k=1"), ["experts_top_k=1", "n_experts=0"]),
+        ("a typo in an included config file", lambda: run_train(f"{c}/top.py", *base), ["config file", "base.py", "learning_rat"]),
+        ("an empty out_dir", lambda: run_train(*TINY, f"--data_dir={data}", "--out_dir="), ["out_dir=''"]),
     ]
 
 

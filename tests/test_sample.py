@@ -64,6 +64,7 @@ def test_prompt_from_a_file(trained, tmp_path):
     (["--out_dir={trained}", "--temperature=0"], "temperature must be > 0"),
     (["--out_dir={trained}", "--tempreature=1"], "did you mean 'temperature'"),
     (["--out_dir={trained}", "--num_samples=0"], "num_samples=0 must be at least 1"),
+    (["--out_dir={trained}", "--device=gpu"], "device='gpu': allowed values"),  # not blamed on the checkpoint
 ])
 def test_sample_mistakes_are_one_line_errors(trained, tmp_path, args, needle):
     missing = str(tmp_path / "nothing")
