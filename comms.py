@@ -184,8 +184,9 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
         return _Sync.apply(d, self, point, later)
 
     def land(self, b, message, point, hidden):
-        """b + a message sent with later=True: in `dist`, its all-reduce is waited for now. hidden: another
-        sublayer ran while it was in flight (counted: the sync's latency was hidden, not exposed)."""
+        """b + a message sent with later=True: in `dist`, its all-reduce is waited for now. hidden: the schedule
+        ran another sublayer between its send and now (counted as hidden, not exposed: the schedule's count;
+        in `dist` a quantized, partial or lossy sync was waited for at its send, README "metrics.jsonl")."""
         work = None if torch.compiler.is_compiling() else self.in_flight.pop(point, None)
         if work is not None:  # the rest of its time in the collective: cross timed only the issue
             with self.timed():

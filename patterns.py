@@ -103,4 +103,8 @@ def describe_schedule(schedule, tp_size):
     """The startup line's blocks: the pattern, or every pattern of a schedule with its sync count."""
     text = describe_pattern(schedule[0][1]) if len(schedule) == 1 else "schedule " + "; ".join(
         f"{start}: {describe_pattern(p)} ({count_sync_points(p, tp_size)} syncs)" for start, p in schedule)
-    return text + (" (tp_size=1: every block is the dense block)" if tp_size == 1 else "")
+    if tp_size > 1:
+        return text
+    ladder = any("ladder" in p for _, p in schedule)  # an architecture of its own at one rank (DESIGN section 8)
+    return text + (" (tp_size=1: ladder blocks are the Ladder Transformer's, the rest the dense block)" if ladder
+                   else " (tp_size=1: every block is the dense block)")

@@ -291,8 +291,8 @@ def scheme_projection(args):
     its bytes and exposed syncs. An all-reduce of m bytes costs latency + m / bandwidth (ASSUMED latency,
     the link's bandwidth). Dropping: fewer all-reduces; shrinking: smaller messages (int8: half of bf16's,
     plus a float32 scale per token); ladder: its one exposed forward sync in full, each hidden one only
-    where it outlasts a sublayer's forward compute (ASSUMED: the MFU of the rest, gpt2_sublayer_ms), its 24 backward exchanges exposed as built here (and,
-    in the last column, hidden alike, as the paper's implementation overlaps them too)."""
+    where it outlasts a sublayer's forward compute (ASSUMED: the MFU of the rest, gpt2_sublayer_ms), its 24 backward exchanges exposed (and,
+    in the last column, hidden alike, as `dist` has built them since issue 50 and the paper's implementation does)."""
     compute, _, replicated = gpt2_projection(0, 25, args.mfu, args.gpu_peak, args.net_latency)
     tokens, d, lat = 12 * 1024, 768, args.net_latency
     message = tokens * d * 2  # bf16

@@ -282,6 +282,13 @@ def test_count_sync_points_rule():
     assert count_sync_points(("tp",) * 12, 1) == 0
 
 
+def test_the_startup_line_names_ladder_at_one_rank_as_its_own_architecture():
+    from patterns import describe_schedule, parse_block_schedule
+    assert describe_schedule(parse_block_schedule("0:spd", 12), 1).endswith("every block is the dense block)")
+    ladder = describe_schedule(parse_block_schedule("0:ladder", 12), 1)
+    assert "Ladder Transformer" in ladder and "every block is the dense block" not in ladder
+
+
 def test_the_embedding_dropout_is_one_mask_for_every_tp_rank():
     """The embedding is the state every TP rank starts from, so its dropout mask comes from the generator
     train.py seeds alike on every rank (replicated_rng), not from the per-rank global one that the blocks'
