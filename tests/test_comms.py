@@ -1,5 +1,6 @@
 """The sync point as an autograd function: forward formula, mirror backward, counting."""
 
+import pytest
 import torch
 
 from comms import SimComm
@@ -93,20 +94,22 @@ def test_evaluating_swaps_the_link_for_the_block_only():
     assert comm.link is training and training.sent == {}
 
 
-def test_a_ladder_sync_times_its_wait_at_landing():
+def test_a_ladder_sync_times_its_wait_at_landing(monkeypatch):
     """`dist`: a ladder's all-reduce is issued in cross and waited for in land; comm_ms must count the
-    wait (the part a hidden sync did not hide), not only the issue."""
-    import time
+    wait (the part a hidden sync did not hide), not only the issue. A fake clock: the wait takes 0.05 s."""
+    import comm_contexts
     from comms import DistComm
+    clock = [100.0]
+    monkeypatch.setattr(comm_contexts.time, "perf_counter", lambda: clock[0])
 
     class SlowWork:  # an async all-reduce that is still running when its sync lands
         def wait(self):
-            time.sleep(0.05)
+            clock[0] += 0.05
     comm = DistComm(tp_size=2)
     comm.timing = True
     comm.in_flight["h0.attn"] = SlowWork()
     comm.land(torch.zeros(1, 3), torch.ones(1, 3), "h0.attn", hidden=True)
-    assert not comm.in_flight and comm.counter.comm_seconds >= 0.05
+    assert not comm.in_flight and comm.counter.comm_seconds == pytest.approx(0.05)
 
 
 def test_a_ladder_hides_its_backward_exchange_behind_the_next_sublayers_backward(monkeypatch):

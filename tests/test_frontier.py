@@ -84,6 +84,14 @@ def test_reliable_transport_costs_what_step_time_prices():
         frontier.micro_step_ms(scheme(**int8), 25, ASSUMED) == pytest.approx(resends * 1e3)
 
 
+def test_expected_resend_rounds_is_the_bernoulli_closed_form():
+    """E[rounds - 1] of a sync waiting on m messages of n packets, each lost with probability q per round:
+    sum over k >= 1 of P(some packet is still lost after k rounds) = 1 - (1 - q^k)^(n m), written out here."""
+    for q, n, m in ((0.01, 12_583, 2), (0.001, 12_288, 1), (0.03, 100, 6)):
+        closed = sum(1 - (1 - q ** k) ** (n * m) for k in range(1, 200))
+        assert frontier.expected_resend_rounds(BernoulliLoss(q), n, messages=m) == pytest.approx(closed, rel=1e-9)
+
+
 def test_schemes_bytes_codecs_and_hiding_by_hand():
     terms = dict(compute=20.0, sublayer=0.3, int8=0.5, hadamard=4.0, source="test")
     tokens, width, latency = 12 * 1024, 768, 1e-5

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from mfu import estimate_mfu, flops_per_token, peak_flops_per_device
-from model import (GPT, GPTConfig, RowParallelLinear, count_sync_points, describe_pattern,
+from model import (GPT, GPTConfig, RowParallelLinear, describe_pattern,
                    parse_block_types)
 
 SMALL = dict(block_size=16, vocab_size=37, n_head=4, n_embd=32, bias=True, dropout=0.0)
@@ -263,6 +263,14 @@ def test_generate_and_mfu():
     assert peak_flops_per_device("cpu", "float32") > 0
     mfu = estimate_mfu(model, tokens_per_iter=1000, dt=1.0, peak_flops=1e12)
     assert mfu == pytest.approx(flops_per_token(model) * 1000 / 1e12)
+    # PaLM's 6N + 12 L H Q T, N counted by hand: tied embedding, per layer attention 4C^2+4C, two LayerNorms
+    # 4C, MLP 8C^2+5C; the final LayerNorm 2C. A mixture: the router's C E and top_k experts' MLPs per token
+    V, C, L, H, T = 37, 32, 2, 4, 16
+    attention = 12 * L * H * (C // H) * T
+    assert flops_per_token(model) == 6 * (V * C + L * (12 * C * C + 13 * C) + 2 * C) + attention == 172_224
+    moe = make(n_layer=2, tp_size=2, block_types="parallel", n_experts=4, experts_top_k=2)
+    active = V * C + L * (4 * C * C + 4 * C + 4 * C + C * 4 + 2 * (8 * C * C + 5 * C)) + 2 * C
+    assert flops_per_token(moe) == 6 * active + attention
 
 
 def test_gpu_peak_follows_the_tf32_setting(monkeypatch):
@@ -273,13 +281,6 @@ def test_gpu_peak_follows_the_tf32_setting(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     assert peak_flops_per_device("cuda", "float32") == 67e12
     assert peak_flops_per_device("cuda", "bfloat16") == 989e12
-
-
-def test_count_sync_points_rule():
-    assert count_sync_points(("tp",) * 12, 2) == 24
-    assert count_sync_points(("spd", "parallel") * 6, 2) == 7  # the old guide's "8 comms"
-    assert count_sync_points(("spd", "parallel", "parallel") * 4, 2) == 5  # the old guide's "6 comms"
-    assert count_sync_points(("tp",) * 12, 1) == 0
 
 
 def test_the_startup_line_names_ladder_at_one_rank_as_its_own_architecture():

@@ -192,15 +192,30 @@ def test_moe_user_mistakes_are_one_line_errors(char_data, tmp_path):
     assert_one_line_error(run_train(*base, "--init_from=resume", "--max_iters=2"), "optimizer")  # resumed as AdamW
 
 
-def test_summed_path_is_used_without_changing_counts():
-    """A lossless `sim` tp block sums the partials of a shared state; the MoE gives its sum too."""
-    model = tiny(2)
-    assert isinstance(model.comm, SimComm) and model.comm.sums_in_gemm
+def test_the_summed_moe_path_is_taken_and_equals_summing_partials(monkeypatch):
+    """A lossless `sim` tp block asks the MoE for the sum of its partials (summed=True): the same loss and
+    gradients, in float64, as a comm that sums per-rank partials at the sync, and the same sync count."""
+    class Unfused(SimComm):
+        sums_in_gemm = False
+    asked, forward = [], MoEMLP.forward
+    monkeypatch.setattr(MoEMLP, "forward", lambda self, x, summed=False: asked.append(summed) or forward(self, x, summed))
     x, y = torch.randint(0, 50, (2, 16)), torch.randint(0, 50, (2, 16))
-    model.comm.counter.reset()
-    model(x, y)
-    forward = model.comm.counter.totals()[0]
-    assert forward == model.sync_points == 4
+    results = []
+    for comm in (None, Unfused(2)):
+        torch.manual_seed(0)
+        config = GPTConfig(block_size=16, vocab_size=50, n_layer=2, n_head=4, n_embd=16, tp_size=2, block_types="tp",
+                           n_experts=4, experts_top_k=2)
+        model = (GPT(config) if comm is None else GPT(config, comm)).double()
+        model.comm.counter.reset()
+        _, loss = model(x, y)
+        loss.backward()
+        results.append((loss, {n: p.grad for n, p in model.named_parameters()}, model.comm.counter.totals()[0]))
+    assert asked == [True, True, False, False]  # two MoE blocks, fused then unfused
+    (loss, grads, syncs), (loss_u, grads_u, syncs_u) = results
+    assert syncs == syncs_u == 4
+    assert torch.allclose(loss, loss_u, rtol=0, atol=1e-12)
+    for name in grads:
+        assert torch.allclose(grads[name], grads_u[name], rtol=1e-9, atol=1e-12), name
 
 
 @pytest.mark.slow
