@@ -44,7 +44,8 @@ class _AllGather(torch.autograd.Function):
     """Each rank's synced shard (R, B, L/T, C) -> each rank's whole sequence (R, B, L, C), rank j's tokens
     through link j -> r; an element of a lost packet keeps `kept`, the receiver's own state from before the
     sync (b_r + d_r; None when the link loses nothing). Its backward is the mirror, a reduce-scatter of the
-    gradients (comm.scatter); a kept element's gradient goes to `kept` (a rank's own state never crosses)."""
+    gradients (comm.scatter); a kept element's gradient goes to `kept` only: the receiver knows what it lost,
+    and that element's value never came from the shard's owner, so its gradient is not sent there too."""
 
     @staticmethod
     def forward(ctx, shard, kept, comm, point):
@@ -54,8 +55,10 @@ class _AllGather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        grad_kept = None if ctx.lost is None else torch.where(ctx.lost, grad, 0)
-        return ctx.comm.scatter(grad, BWD, ctx.point), grad_kept, None, None
+        if ctx.lost is None:
+            return ctx.comm.scatter(grad, BWD, ctx.point), None, None, None
+        crossing = torch.where(ctx.lost, 0, grad)  # what came from the owners; the rest is the kept state's
+        return ctx.comm.scatter(crossing, BWD, ctx.point), torch.where(ctx.lost, grad, 0), None, None
 
 
 class SequenceHalves:

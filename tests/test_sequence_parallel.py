@@ -82,10 +82,11 @@ def test_a_lossy_sequence_parallel_sync_against_a_per_rank_reference():
             assert torch.allclose(tokens(out[r], s, T), expected, rtol=0, atol=1e-12), (r, s)
 
     # backward: the all-gather's mirror is a reduce-scatter of the gradients, then the reduce-scatter's an
-    # all-gather of the shards' gradients (zeros where lost); a kept element's gradient stays local
+    # all-gather of the shards' gradients (zeros where lost); a kept element's gradient stays local: its
+    # value never came from the shard's owner, so rank r sends the owner s nothing for it
     bwd_rs = {(r, s): mask(ref, r, s, BWD, "p", tokens(d[r], s, T)) for s in range(T) for r in range(T) if r != s}
     bwd_ag = {(s, j): mask(ref, s, j, BWD, "p/gather", tokens(d[s], s, T)) for j in range(T) for s in range(T) if s != j}
-    grad_shard = [tokens(grad_out[s], s, T) + sum(torch.where(bwd_rs[r, s], tokens(grad_out[r], s, T), 0)
+    grad_shard = [tokens(grad_out[s], s, T) + sum(torch.where(bwd_rs[r, s] & ag[s, r], tokens(grad_out[r], s, T), 0)
                                                   for r in range(T) if r != s) for s in range(T)]
     for r in range(T):
         for s in range(T):
@@ -127,8 +128,8 @@ def test_an_int8_sequence_parallel_sync_against_a_per_rank_reference():
             kept = tokens(b[r] + d[r], s, T)
             expected = shard[r] if s == r else torch.where(ag[s, r], int8_codec(shard[s]), kept)
             assert torch.allclose(tokens(out[r], s, T), expected, rtol=0, atol=1e-12), (r, s)
-    grad_shard = [tokens(grad_out[s], s, T) + sum(int8_codec(tokens(grad_out[r], s, T)) for r in range(T) if r != s)
-                  for s in range(T)]
+    grad_shard = [tokens(grad_out[s], s, T) + sum(int8_codec(torch.where(ag[s, r], tokens(grad_out[r], s, T), 0))
+                                                  for r in range(T) if r != s) for s in range(T)]
     for r in range(T):
         for s in range(T):
             kept_grad = 0 if s == r else torch.where(ag[s, r], 0, tokens(grad_out[r], s, T))
