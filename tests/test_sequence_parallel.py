@@ -319,7 +319,8 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     from bench import render
     study = tmp_path / "sp_loss"
     analysis = ("family_A.json", "family_B.json", "halves.json", "experiment_summary.csv")  # the study before them
-    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs", *analysis))
+    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study,
+                    ignore=shutil.ignore_patterns("runs", "withdrawn", "withdrawal.json", *analysis))
     (study / "runs").symlink_to(os.path.join(render.STUDIES, "sp_loss", "runs"))  # its seeds
     names = {"A1": ("24comm/b1_sp", "24comm/b1"), "A2": ("12comm/b1_sp", "12comm/b1"), "B1": ("24comm/b1", "24comm/lossless"),
              "B2": ("24comm/b1_sp", "24comm/lossless"), "B3": ("12comm/b1", "12comm/lossless"),
@@ -355,3 +356,31 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
     assert len(row) == 1 and "24comm costs more under SP, 12comm unresolved (Holm over 2)" in row[0]
     assert "SP minus all-reduce, 24comm +0.0300 [+0.0200, +0.0400] (Holm p 0.002)" in row[0]
+
+
+def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
+    """sp_loss's plan amendment 1: with withdrawal.json and no new analysis, findings.md, RESULTS' row and the
+    README's findings say withdrawn and name the fix, count the rerun's b1_sp seeds, and print no SP contrast."""
+    import glob
+    import os
+    import shutil
+    from bench import render
+    study = tmp_path / "sp_loss"
+    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs", "withdrawn"))
+    (study / "runs").mkdir()
+    for run in glob.glob(os.path.join(render.STUDIES, "sp_loss", "runs", "*")):  # the committed all-reduce runs
+        (study / "runs" / os.path.basename(run)).symlink_to(run)
+    rerun = study / "runs" / "shakespeare_char_12comm-b1_sp-s403"  # one rerun seed in
+    rerun.mkdir()
+    (rerun / "metrics.jsonl").write_text(json.dumps({"iter": 1, "loss": 4.0}) + "\n")
+    env, data = render.environment(), {**render.numbers(), "sp_loss": render.Study(str(study))}
+    assert "withdrawal" in data["sp_loss"] and "family_A" not in data["sp_loss"]
+    text = env.get_template("bench/studies/sp_loss/findings.md.j2").render(**data)
+    fixed = data["sp_loss"]["withdrawal"]["fixed_in"]
+    assert "Withdrawn" in text and f"`{fixed}`" in text and "Family A" not in text and "b1_sp - " not in text
+    assert "**Rerun seeds in**: 403 of 400-417" in text
+    row = [line for line in env.get_template("bench/templates/results_answers.md.j2").render(**data).splitlines()
+           if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
+    assert len(row) == 1 and "Withdrawn" in row[0] and f"`{fixed}`" in row[0] and "SP minus all-reduce" not in row[0]
+    readme = env.get_template("bench/templates/readme_findings.md.j2").render(**data)
+    assert "sequence parallelism is\nwithdrawn" in readme and "SP minus all-reduce" not in readme
