@@ -384,14 +384,17 @@ def numerics_class(device, dtype):
             "deterministic": torch.are_deterministic_algorithms_enabled()}
 
 
-def model_as_run(checkpoint, device):
+def model_as_run(checkpoint, device, sequence_parallel=True):
     """A checkpoint's model as its run computed at its last iteration, every TP rank in this process on a
     lossless link (sample.py, bench tools): with its sync width and dtype (sync_fraction and sync_dtype are
-    run settings, not model_args) and, for a block_schedule, the pattern in force at iter_num."""
+    run settings, not model_args), its sequence parallelism (with a sync_dtype, SP's two-shot quantized sync
+    is another function; sequence_parallel=False for lengths it cannot split, as sampling's) and, for a
+    block_schedule, the pattern in force at iter_num."""
     from comms import SimComm
     from patterns import parse_block_schedule, pattern_at
     config, args = checkpoint.get("config", {}), dict(checkpoint["model_args"], dropout=0.0)
-    comm = SimComm(args["tp_size"], sync_fraction=config.get("sync_fraction", 1.0), sync_dtype=config.get("sync_dtype", ""))
+    comm = SimComm(args["tp_size"], sync_fraction=config.get("sync_fraction", 1.0), sync_dtype=config.get("sync_dtype", ""),
+                   sequence_parallel=sequence_parallel and bool(config.get("sequence_parallel")))
     model = GPT(GPTConfig(**args), comm)
     if config.get("block_schedule"):
         model.set_block_types(pattern_at(parse_block_schedule(config["block_schedule"], args["n_layer"]), checkpoint["iter_num"]))

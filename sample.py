@@ -53,8 +53,11 @@ except ckpt.CheckpointError as e:
 run_config = checkpoint["config"]
 
 # the model as the run computed it (its sync width and dtype, a schedule's pattern in force), all TP ranks
-# in this process, lossless
-model = ckpt.model_as_run(checkpoint, device).eval()
+# in this process, lossless; without sequence parallelism: a growing sample does not split into tp_size shards
+model = ckpt.model_as_run(checkpoint, device, sequence_parallel=False).eval()
+if run_config.get("sequence_parallel") and run_config.get("sync_dtype"):
+    print(f"note: the run quantized its syncs under sequence parallelism (two-shot {run_config['sync_dtype']}); "
+          f"sampling syncs without it (one-shot {run_config['sync_dtype']}), a slightly different function")
 gptconf = model.config
 
 # the tokenizer the run's data was prepared with

@@ -384,3 +384,21 @@ def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
     assert len(row) == 1 and "Withdrawn" in row[0] and f"`{fixed}`" in row[0] and "SP minus all-reduce" not in row[0]
     readme = env.get_template("bench/templates/readme_findings.md.j2").render(**data)
     assert "sequence parallelism is\nwithdrawn" in readme and "SP minus all-reduce" not in readme
+
+
+def test_a_checkpoint_is_rebuilt_with_its_sequence_parallelism():
+    """checkpoint.model_as_run (eval_noise, sensitivity): a run that quantized its syncs under SP computed the
+    two-shot sync, another function than one-shot, so the rebuilt model must keep SP; sample.py asks for it off
+    (a growing sample does not split into shards) and says so."""
+    import checkpoint as ckpt
+    args = dict(SMALL, tp_size=2, block_types="tp")
+    run = GPT(GPTConfig(**args), SimComm(2, sync_dtype="int8", sequence_parallel=True))
+    saved = {"model_args": args, "model": run.state_dict(), "iter_num": 0,
+             "config": {"sync_dtype": "int8", "sequence_parallel": True}}
+    idx = torch.randint(SMALL["vocab_size"], (2, SMALL["block_size"]), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        logged = run.eval()(idx, idx)[1]
+        rebuilt = ckpt.model_as_run(saved, "cpu").eval()
+        assert rebuilt.comm.sequence_parallel and torch.equal(rebuilt(idx, idx)[1], logged)
+        one_shot = ckpt.model_as_run(saved, "cpu", sequence_parallel=False).eval()
+        assert not one_shot.comm.sequence_parallel and not torch.equal(one_shot(idx, idx)[1], logged)
