@@ -28,7 +28,7 @@ def summary(path, rows):
                                  setting=setting, paired_n=n, paired_diff_mean=mean, paired_diff_std=sd))
 
 
-def test_the_slope_is_the_weighted_least_squares_fit_on_log2_width(tmp_path):
+def test_the_slope_is_the_least_squares_fit_on_log2_width(tmp_path):
     # 1comm: costs 0.04, 0.02, 0.01 at 64, 128, 256, every standard error 0.02 / sqrt(4) = 0.01: an
     # ordinary fit on x = 0, 1, 2: slope -0.015, its standard error 0.01 / sqrt(2)
     sds = {64: 0.02, 128: 0.02, 256: 0.02}
@@ -64,15 +64,13 @@ def test_the_slope_is_the_weighted_least_squares_fit_on_log2_width(tmp_path):
     welch = scipy_stats.ttest_ind_from_stats(0.01, 0.02, 12, 0.04, 0.03, 8, equal_var=False)
     two = slope.slope([(64, 0.04, 0.03 / math.sqrt(8), 8), (512, 0.01, 0.02 / math.sqrt(12), 12)])
     assert two["slope"] == pytest.approx(-0.01) and two["p"] == pytest.approx(welch.pvalue)
-    # unequal errors weigh the widths: the 256 cost with a tenth of the error pulls the line to itself
-    summary(tmp_path / "w256.csv", [("1comm", "", 4, 0.01, 0.002)])
+    # unequal errors do not weigh the widths (plan amendment 6): the line is the ordinary one, but its
+    # standard error and degrees of freedom are each width's own: slope = (m256 - m64) / 2 again
     precise = slope.slope([(64, 0.04, 0.01, 4), (128, 0.02, 0.01, 4), (256, 0.01, 0.001, 4)])
-    weights = [1e4, 1e4, 1e6]
-    xs, ys = [0, 1, 2], [0.04, 0.02, 0.01]
-    xm = sum(w * x for w, x in zip(weights, xs)) / sum(weights)
-    ym = sum(w * y for w, y in zip(weights, ys)) / sum(weights)
-    expected = sum(w * (x - xm) * (y - ym) for w, x, y in zip(weights, xs, ys)) / sum(w * (x - xm) ** 2 for w, x in zip(weights, xs))
-    assert precise["slope"] == pytest.approx(expected)
+    parts = [0.25 * 0.01 ** 2, 0.0, 0.25 * 0.001 ** 2]  # c_w^2 se_w^2, c = (x - 1) / 2
+    assert precise["slope"] == pytest.approx(-0.015) and precise["se"] == pytest.approx(math.sqrt(sum(parts)))
+    assert precise["df"] == pytest.approx(sum(parts) ** 2 / sum(v ** 2 / 3 for v in parts))
+    assert precise["p"] == pytest.approx(2 * scipy_t.sf(0.015 / math.sqrt(sum(parts)), precise["df"]))
     result = run([sys.executable, "-m", "bench.studies.scale.slope", "--width", f"64={tmp_path / 'w64.csv'}",
                   "--width", f"128={tmp_path / 'w128.csv'}", "--settings", "1comm", "24comm/half"])
     assert result.returncode == 0, result.stderr[-2000:]
@@ -262,13 +260,58 @@ def test_each_widths_committed_costs_are_what_its_run_logs_give(family):
         assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
 
 
+SLOPES = sorted(glob.glob(os.path.join(os.path.dirname(FAMILIES[0]), "*slope*.json")))
+
+
+@pytest.mark.parametrize("fit", SLOPES, ids=os.path.basename)
+def test_each_committed_slope_is_what_the_run_logs_give(fit):
+    """A committed slope file (the exploratory 64-vs-512 now; the planned family_slope*.json once fitted)
+    recomputed from the runs' metrics.jsonl with plain arithmetic: each width's paired mean over its
+    committed seeds, the equal-weight line on log2(width) (plan amendment 6), its standard error from each
+    width's own seeds, the t p on Welch-Satterthwaite degrees of freedom, Holm (statsmodels) and the verdict's
+    sign. Two widths: the slope's p is Welch's t test (scipy) of the two widths' costs."""
+    import json
+    from statsmodels.stats.multitest import multipletests
+    runs = os.path.join(os.path.dirname(fit), "runs")
+    records = json.load(open(fit))
+    ps = []
+    for record in records:
+        setting = record["name"].split("/")[1]
+        xs, ys, vs, ns, sds = [], [], [], [], []
+        for w in record["widths"]:
+            seeds = sorted({int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-w{w}_{setting}-" in n})
+            diffs = [final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{setting}-s{seed}")) -
+                     final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-w{w}_ref24-s{seed}")) for seed in seeds]
+            n, mean = len(diffs), sum(diffs) / len(diffs)
+            sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+            xs.append(math.log2(w / record["widths"][0]))
+            ys.append(mean), vs.append(sd ** 2 / n), ns.append(n), sds.append(sd)
+        assert record["n"] == ns and record["costs"] == pytest.approx(ys, rel=1e-5, abs=1e-7)
+        xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - xm) ** 2 for x in xs)
+        b = sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sxx
+        parts = [((x - xm) / sxx) ** 2 * v for x, v in zip(xs, vs)]
+        df = sum(parts) ** 2 / sum(v ** 2 / (n - 1) for v, n in zip(parts, ns))
+        p = 2 * scipy_t.sf(abs(b) / math.sqrt(sum(parts)), df)
+        assert record["slope"] == pytest.approx(b, rel=1e-4, abs=1e-7) and record["df"] == pytest.approx(df, rel=1e-3)
+        assert record["se"] == pytest.approx(math.sqrt(sum(parts)), rel=1e-4) and record["p"] == pytest.approx(p, rel=1e-3)
+        if len(xs) == 2:
+            welch = scipy_stats.ttest_ind_from_stats(ys[1], sds[1], ns[1], ys[0], sds[0], ns[0], equal_var=False)
+            assert record["p"] == pytest.approx(welch.pvalue, rel=1e-3)
+        ps.append(p)
+    for record, adjusted in zip(records, multipletests(ps, method="holm")[1]):
+        assert record["p_holm"] == pytest.approx(adjusted, rel=1e-3)
+        assert record["verdict"] == ("unresolved" if adjusted >= 0.05 else "resolved: the cost " +
+                                     ("grows" if record["slope"] > 0 else "shrinks") + " with width")
+
+
 @pytest.mark.slow
 def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
     """The independent check of the primary analysis, on the study's own committed runs: the plan's pipeline
     (bench.summarize per width with that width's 24comm as the reference, then bench.studies.scale.slope)
     against a plain recomputation from each run's metrics.jsonl: per width and setting the paired mean and
-    its standard error sd / sqrt(n), then the inverse-variance weighted least-squares slope on log2(width)
-    by hand, its standard error and its two-sided t p on Welch-Satterthwaite degrees of freedom. Every width
+    its standard error sd / sqrt(n), then the least-squares slope on log2(width), widths weighted equally
+    (plan amendment 6), by hand, its standard error and its two-sided t p on Welch-Satterthwaite degrees of freedom. Every width
     with two or more committed seeds
     (an arithmetic check of the pipeline, not the planned analysis, which waits for the planned seeds)."""
     import json
@@ -301,21 +344,20 @@ def test_the_planned_slope_pipeline_is_what_the_run_logs_give(tmp_path):
             se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
             xs.append(math.log2(w / min(whole)))
             ys.append(mean)
-            ws.append(1 / se ** 2)
+            ws.append(se ** 2)  # each width's variance of its mean
             ns.append(n)
-        xm = sum(w * x for w, x in zip(ws, xs)) / sum(ws)
-        ym = sum(w * y for w, y in zip(ws, ys)) / sum(ws)
-        sxx = sum(w * (x - xm) ** 2 for w, x in zip(ws, xs))
-        b = sum(w * (x - xm) * (y - ym) for w, x, y in zip(ws, xs, ys)) / sxx
+        xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - xm) ** 2 for x in xs)
+        b = sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sxx
+        parts = [((x - xm) / sxx) ** 2 * v for v, x in zip(ws, xs)]  # each width's share of the slope's variance
         record = fitted[f"24comm/{s}"]
         # the summary's csv keeps 6 significant digits: the pipeline agrees to that
         assert record["costs"] == pytest.approx(ys, rel=1e-5, abs=1e-7)
         assert record["slope"] == pytest.approx(b, rel=1e-4, abs=1e-7)
-        assert record["se"] == pytest.approx(1 / math.sqrt(sxx), rel=1e-4)
-        parts = [(w * (x - xm) / sxx) ** 2 / w for w, x in zip(ws, xs)]  # each width's share of the slope's variance
+        assert record["se"] == pytest.approx(math.sqrt(sum(parts)), rel=1e-4)
         df = sum(parts) ** 2 / sum(v ** 2 / (n - 1) for v, n in zip(parts, ns))
         assert record["df"] == pytest.approx(df, rel=1e-3)
-        assert record["p"] == pytest.approx(2 * scipy_t.sf(abs(b) * math.sqrt(sxx), df), rel=1e-3, abs=1e-9)
+        assert record["p"] == pytest.approx(2 * scipy_t.sf(abs(b) / math.sqrt(sum(parts)), df), rel=1e-3, abs=1e-9)
 
 
 def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
@@ -335,12 +377,14 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     for name, contrast in scale["family_w128"].items():
         contrast["by_class"] = {label: dict(seeds=seeds, mean=0.0, ci_low=-0.01, ci_high=0.01) for label, seeds in two.items()}
     scale["family_w128"]["drop1"]["by_class"]["cpu AMD EPYC AVX512, float32"].update(mean=0.03, ci_low=0.02, ci_high=0.04)
+    scale["family_w128"]["drop5"]["by_class"]["cpu AMD EPYC AVX512, float32"].update(seeds=[300], mean=0.05, ci_low=None, ci_high=None)
     rows = copy.deepcopy(scale["explore_slope_64_512"])
     for row in rows:
         row["widths"] = [64, 128]
     rows[0].update(verdict="resolved: the cost shrinks with width", slope=-0.0123, at_cost=-0.0345)
     rows[1].update(verdict="resolved: the cost grows with width", slope=+0.0101)
     rows[2].update(verdict="unresolved")
+    rows[3].update(widths=[128], costs=[0.0042])  # a setting fitted over fewer widths: its cost under its own width
     scale["family_slope"] = {row["name"]: row for row in rows}
     import json
     scale["frontier_w128"] = {"frontier": json.loads(json.dumps(scale["frontier_w64"]["frontier"]).replace("w64_", "w128_"))}
@@ -350,19 +394,21 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     frontier = text.split("## The frontier at n_embd 128")[1].split("## The frontier at n_embd 512")[0]
     assert "runs/*-w128_* --target 0.02" in frontier and "at this width 5comm and 24comm do" in frontier
     assert "11 of 12 seeds (1comm)" in frontier and "(5comm)" not in frontier.split("The others")[1]
-    assert "**Status: n_embd 64 and 128 (CPU, float32)" in text and "fitted below over the widths whose seeds are in\n(64 and 128), 256" in text
+    assert "**Status: n_embd 64 and 128 (CPU, float32)" in text and "and is fitted below\nover 64 and 128." in text
     section = text.split("## n_embd 128 (secondary")[1].split("## The primary family")[0]
     assert "| 5comm | 5 | -0.0321 [-0.0500, -0.0100] |" in section and "24comm ends at 1.7777" in section
     assert "5comm (-0.0321 [-0.0500, -0.0100]) ends lower than 24comm" in section
     assert "On the CPU (cpu AMD EPYC AVX512, float32: seeds 300-303; cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32: seeds 304-311)" in section
     assert "| 1comm | +0.0300 [+0.0200, +0.0400] (seeds 300-303) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | do not overlap |" in section
     assert "| 2comm | +0.0000 [-0.0100, +0.0100] (seeds 300-303) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | overlap |" in section
+    assert "| 5comm | +0.0500, one seed, no interval (seeds 300) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | not comparable" in section
     assert "128: cpu AMD EPYC AVX512, float32: seeds 300-303; cpu Intel" in text
     fit = text.split("## The primary family")[1].split("## Two widths")[0]
     assert "--width 128=bench/studies/scale/w128/experiment_summary.csv" in fit
     d = rows[0]
     assert f"| 1comm | {d['costs'][0]:+.4f} | {d['costs'][1]:+.4f} | -0.0123 [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] |" in fit
     assert f"| -0.0345 [{d['at_ci_low']:+.4f}, {d['at_ci_high']:+.4f}] |" in fit and "an extrapolation beyond the widest width fitted (128)" in fit
+    assert "| ladder | - | +0.0042 |" in fit
     assert "the cost of 1comm and ladder is shown to shrink" in fit and "the cost of 2comm is shown to grow" in fit
     assert "how the cost of 5comm and half the channels moves with width is unresolved" in fit and "Two widths fit any line" in fit
     missing = text.split("## Missing")[1]

@@ -2,8 +2,9 @@
 
 At each width, a setting's cost is its paired difference from 24comm of the same seed and width
 (bench.summarize's paired columns: mean, and sd / sqrt(n) as its standard error). Across widths, the
-cost is regressed on log2(width) by inverse-variance weighted least squares (the widths are independent
-samples, and with three widths there is no room to estimate a variance between them as well); the slope
+cost is regressed on log2(width) by least squares with every width weighted equally (plan.md, amendment 6:
+weights estimated from the same seeds as the degrees of freedom make the test reject too often), each
+width's mean with its own standard error (the widths are independent samples); the slope
 (nats per doubling of the width) is a weighted sum of the widths' means, so it gets a t test and a 95%
 interval on Welch-Satterthwaite degrees of freedom from each width's seeds (plan.md, amendment 4: the
 standard errors are estimated, and a z test taking them as known rejects too often), and Holm runs over
@@ -51,8 +52,8 @@ def costs(path, width=None):
 
 def slope(points, at=768):
     """points: [(width, mean cost, standard error, seeds)] -> dict(slope, se, df, ci_low, ci_high, p, intercept), and
-    the line read at width `at`: at_cost with its interval at_ci_low, at_ci_high (at_df). The fit is weighted by
-    1 / se^2; the slope and the reading are linear combinations of the widths' means, whose variances are
+    the line read at width `at`: at_cost with its interval at_ci_low, at_ci_high (at_df). Every width weighs the
+    same in the fit; the slope and the reading are linear combinations of the widths' means, whose variances are
     estimated from each width's seeds, so each is tested on a t distribution with Welch-Satterthwaite degrees
     of freedom (two widths: Welch's t test) rather than the normal, which at 12 seeds a width rejects too often."""
     import numpy as np
@@ -60,8 +61,7 @@ def slope(points, at=768):
     x = np.log2([p[0] for p in points]) - math.log2(points[0][0])  # doublings above the first width
     y, se, n = (np.array([p[k] for p in points], dtype=float) for k in (1, 2, 3))
     design = np.column_stack([np.ones_like(x), x])
-    weighted = design.T * (1.0 / se ** 2)
-    combine = np.linalg.solve(weighted @ design, weighted)  # (2, widths): the fit's coefficients as sums of the means
+    combine = np.linalg.solve(design.T @ design, design.T)  # (2, widths): the fit's coefficients as sums of the means
 
     def estimate(c):  # a linear combination c . y: value, standard error, Welch-Satterthwaite df
         parts = c ** 2 * se ** 2
@@ -101,7 +101,7 @@ def main():
         record["p_holm"] = adjusted
         record["verdict"] = ("unresolved" if adjusted >= 0.05 else
                              "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width")
-    print(f"# cost (vs 24comm, same seed and width) on log2(width): weighted least squares, t test with Welch-Satterthwaite "
+    print(f"# cost (vs 24comm, same seed and width) on log2(width): least squares, widths weighted equally, t test with Welch-Satterthwaite "
           f"degrees of freedom, Holm over {len(found)}")
     print(f"| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | verdict | the line at {args.at} |")
     print("| --- | --- | --- | --- | ---: | ---: | --- | --- |")
