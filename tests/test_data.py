@@ -70,6 +70,10 @@ def test_prepare_errors_are_one_line(tmp_path):
                                   "--out_dir", str(tmp_path)), "nothing to learn")
     (tmp_path / "x.csv").write_text("text\nhello\n")
     assert_one_line_error(prepare("openwebtext", "--files", str(tmp_path / "x.csv")), ".csv")
+    # the hub out of reach (offline here by setting): one line that points to --files, not datasets' traceback
+    offline = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    hub = run([sys.executable, os.path.join(ROOT, "data", "openwebtext", "prepare.py"), "--out_dir", str(tmp_path)], env=offline)
+    assert_one_line_error(hub, "could not load Skylion007/openwebtext", "--files")
 
 
 def test_a_step_draws_the_same_batches_at_any_data_parallel_layout(char_data):

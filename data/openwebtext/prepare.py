@@ -22,9 +22,17 @@ BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".txt": "t
 
 
 def load_documents(args):
-    from datasets import load_dataset
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        fail("this script reads its documents with Hugging Face `datasets`: pip install datasets")
     if not args.files:
-        return load_dataset(args.dataset, num_proc=args.num_proc)["train"]
+        try:
+            return load_dataset(args.dataset, num_proc=args.num_proc)["train"]
+        except Exception as e:  # offline, a gated or renamed dataset, a loading script newer `datasets` refuse
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+            fail(f"could not load {args.dataset} from the Hugging Face hub ({type(e).__name__}: {why}); pass the "
+                 f"documents as local files instead: --files shards/*.parquet (or .jsonl / .txt), or --dataset another name")
     kinds = set()
     for path in args.files:
         if not os.path.isfile(path):
