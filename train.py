@@ -282,9 +282,11 @@ def log(record):
 if wandb_log and master_process:
     try:
         import wandb
+        wandb.init(project=wandb_project, name=wandb_run_name or f"{dataset}-{raw_model.sync_points}comm", config=config)
     except ImportError:
         faults.fail("wandb_log=True but wandb is not installed: pip install wandb (or --wandb_log=False)")
-    wandb.init(project=wandb_project, name=wandb_run_name or f"{dataset}-{raw_model.sync_points}comm", config=config)
+    except Exception as e:  # no login on this node, no network: one line, not wandb's traceback
+        faults.fail(f"wandb_log=True but wandb.init failed ({type(e).__name__}): `wandb login`, WANDB_MODE=offline, or --wandb_log=False")
 wandb_log = wandb_log and master_process
 
 # training loop

@@ -32,7 +32,8 @@ block_size = 256
 tp_size = 2
 block_types = "tp"
 
-# 8 examples' worth of windows per step, 500 steps; fine-tuning on the rendered examples as a language model
+# 8 windows of 256 tokens per step (2,048 tokens, about 30 rendered examples: a window starts anywhere
+# in the stream of examples), 500 steps; fine-tuning on the rendered examples as a language model
 batch_size = 8
 gradient_accumulation_steps = 1
 max_iters = 500

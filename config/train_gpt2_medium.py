@@ -1,4 +1,4 @@
-# GPT-2 medium (350M, 24 layers) on OpenWebText, dense (tp_size=1): the reference run at this size.
+# GPT-2 medium (355M, 24 layers) on OpenWebText, dense (tp_size=1): the reference run at this size.
 # The batch of config/train_gpt2.py (~0.5M tokens per iteration); the learning rate of the
 # GPT-3 paper's model of this size. ZeRO-1 shards AdamW's moments over the data-parallel ranks,
 # activation checkpointing trades a recompute for the activations of 24 blocks.
@@ -15,6 +15,7 @@ learning_rate = 3e-4
 min_lr = 3e-5
 zero_stage = 1
 # no pipeline stages: a TP group holds the whole model (weights, gradients and sharded AdamW
-# state are a few GB per rank); --pp_size=2 --gradient_accumulation_steps=16 cuts it in two
+# state are a few GB per rank); --pp_size=2 cuts it in two (the 40 micro-batches of an
+# iteration already give each pipeline more than its 2 stages need; the batch stays ~0.5M tokens)
 pp_size = 1
 activation_checkpointing = "block"

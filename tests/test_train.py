@@ -146,6 +146,19 @@ def test_wandb_offline(char_data, tmp_path):
     assert glob.glob(os.path.join(tmp_path, "wandb", "offline-run-*"))
 
 
+def test_a_wandb_that_cannot_start_is_one_line(char_data, tmp_path, monkeypatch):
+    """A GPU node without a wandb login (config/train_gpt2.py sets wandb_log=True): wandb.init raises, and the
+    user gets one line naming the ways out, not wandb's traceback (a stand-in wandb whose init raises)."""
+    import sys
+    import types
+
+    def refuse(**kwargs):
+        raise RuntimeError("api_key not configured (no-tty)\ncall wandb.login(key=[your_api_key])")
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=refuse))
+    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path / 'wb'}", "--max_iters=1", "--wandb_log=True")
+    assert_one_line_error(result, "wandb.init failed (RuntimeError)", "wandb login", "--wandb_log=False")
+
+
 @pytest.mark.slow
 def test_a_resume_keeps_its_run_and_takes_this_configs_optimizer_settings(char_data, tmp_path):
     """Resuming with another seed or sync_fraction would splice two runs into one log: refused in one line.
