@@ -99,12 +99,13 @@ start_ids = encode(start)
 if not start_ids:
     sys.exit("error: --start is empty: give at least one token of prompt (the default is a newline)")
 
+# what of the run's syncs sampling reproduces (their width and dtype) and what it does not (a lossy link)
+syncs = [f"{key} {run_config[key]}" for key, plain in (("sync_fraction", 1.0), ("sync_dtype", "")) if run_config.get(key, plain) != plain]
+lost = run_config.get("loss_model", "none")
+syncs.append("lossless" + (f" (the run's link: {lost})" if lost != "none" else ""))
 print(f"sampling from {ckpt_path}: iteration {checkpoint['iter_num']}, best val loss "
       f"{checkpoint['best_val_loss']:.4f} | blocks: {describe_pattern(gptconf.block_types)} | "
-      f"tp={gptconf.tp_size} ({model.sync_points} sync points, lossless"
-      f"{'; the run was lossy: ' + run_config['loss_model'] if run_config.get('loss_model', 'none') != 'none' else ''}"
-      f"{', sync_fraction ' + str(run_config['sync_fraction']) if run_config.get('sync_fraction', 1.0) != 1.0 else ''}"
-      f"{', sync_dtype ' + run_config['sync_dtype'] if run_config.get('sync_dtype') else ''}, TP rank 0's logits) | "
+      f"tp={gptconf.tp_size} ({model.sync_points} sync points, {', '.join(syncs)}, TP rank 0's logits) | "
       f"temperature {temperature}, top_k {top_k or 'off'}, seed {seed}")
 torch.manual_seed(seed)
 dtype = torch.bfloat16 if device.startswith("cuda") and torch.cuda.is_bf16_supported() else None

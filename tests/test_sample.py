@@ -28,7 +28,8 @@ def samples(result):
 def trained(char_data, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("sample") / "out")
     result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={out}", "--max_iters=30",
-                       "--tp_size=2", "--block_types=parallel,spd")
+                       "--tp_size=2", "--block_types=parallel,spd", "--sync_fraction=0.5",
+                       "--loss_model=bernoulli", "--loss_rate=0.05")  # a lossy run, sampled lossless
     assert result.returncode == 0, result.stderr
     return out
 
@@ -39,6 +40,7 @@ def test_samples_continue_the_prompt_reproducibly(trained):
     first = sample(*args, "--seed=1")
     header = first.stdout.splitlines()[0]
     assert "iteration 30" in header and "[parallel,spd] x2" in header and "tp=2" in header, header
+    assert "sync_fraction 0.5, lossless (the run's link: bernoulli)" in header, header  # what it reproduces, what not
     texts = samples(first)
     assert len(texts) == 2
     for text in texts:
