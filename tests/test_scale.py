@@ -368,7 +368,8 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     from bench import render
     data = render.numbers()
     scale = data["scale"]
-    assert "family_w128" not in scale and "family_slope" not in scale, "128 is analysed: this test's stand-ins are due to go"
+    # stand-ins replace whatever is committed: this checks the template's branches (the committed files'
+    # numbers are checked against the run logs by the tests above)
     scale["family_w128"] = copy.deepcopy(scale["family_w64"])
     scale["family_w128"]["drop5"].update(verdict="resolved: A lower", mean=-0.0321, ci_low=-0.05, ci_high=-0.01)
     scale["w128"] = {"summary": {"shakespeare_char_24comm/w128_ref24": {"final_val_loss": "1.7777"}}}
@@ -386,6 +387,11 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     rows[2].update(verdict="unresolved")
     rows[3].update(widths=[128], costs=[0.0042])  # a setting fitted over fewer widths: its cost under its own width
     scale["family_slope"] = {row["name"]: row for row in rows}
+    rows512 = copy.deepcopy(scale["explore_slope_64_512"])
+    for row in rows512:
+        row.update(widths=[64, 128, 512], costs=row["costs"][:1] + [0.0077] + row["costs"][1:])
+    rows512[2].update(verdict="resolved: the cost shrinks with width", slope=-0.0066)
+    scale["family_slope_512"] = {row["name"]: row for row in rows512}
     import json
     scale["frontier_w128"] = {"frontier": json.loads(json.dumps(scale["frontier_w64"]["frontier"]).replace("w64_", "w128_"))}
     for row in scale["frontier_w128"]["frontier"]["settings"]:
@@ -403,7 +409,7 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     assert "| 2comm | +0.0000 [-0.0100, +0.0100] (seeds 300-303) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | overlap |" in section
     assert "| 5comm | +0.0500, one seed, no interval (seeds 300) | +0.0000 [-0.0100, +0.0100] (seeds 304-311) | not comparable" in section
     assert "128: cpu AMD EPYC AVX512, float32: seeds 300-303; cpu Intel" in text
-    fit = text.split("## The primary family")[1].split("## Two widths")[0]
+    fit = text.split("## The primary family")[1].split("## The same fit with n_embd 512")[0]
     assert "--width 128=bench/studies/scale/w128/experiment_summary.csv" in fit
     d = rows[0]
     assert f"| 1comm | {d['costs'][0]:+.4f} | {d['costs'][1]:+.4f} | -0.0123 [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] |" in fit
@@ -411,6 +417,13 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     assert "| ladder | - | +0.0042 |" in fit
     assert "the cost of 1comm and ladder is shown to shrink" in fit and "the cost of 2comm is shown to grow" in fit
     assert "how the cost of 5comm and half the channels moves with width is unresolved" in fit and "Two widths fit any line" in fit
+    assert text.index("## The primary family") < text.index("## The same fit with n_embd 512") < text.index("## Two widths")
+    beside = text.split("## The same fit with n_embd 512")[1].split("## Two widths")[0]
+    assert "--width 512=bench/studies/scale/w512/experiment_summary.csv" in beside and "family_slope_512.json" in beside
+    r = rows512[2]
+    assert f"| 5comm | {r['costs'][0]:+.4f} | +0.0077 | {r['costs'][2]:+.4f} | -0.0066 [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] |" in beside
+    assert "Over n_embd 64, 128 and 512 (exploratory: the verdicts as the tool reads them, no claim): the cost of 5comm and ladder shrinks in this fit" in beside
+    assert "Two widths fit any line" not in beside and "inside the widths fitted" not in beside
     missing = text.split("## Missing")[1]
     assert "n_embd 128, " not in missing and "--width 256=bench/studies/scale/w256/experiment_summary.csv" in missing
     # the README's findings and RESULTS' first screen state the transfer from the same file
