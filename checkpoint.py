@@ -296,10 +296,11 @@ def _transformers_weights(name_or_dir):
     return Weights(dense, shape, text)
 
 
-def new_run_weights(config, meta_vocab_size):
+def new_run_weights(config, meta_vocab_size, given=()):
     """init_from a checkpoint or GPT-2: read the Weights and give config their model shape (the
     pattern, tp_size, dropout stay the config's; block_size may be cut down). None for scratch/resume.
-    A new run never overwrites a checkpoint: CheckpointError if out_dir holds one."""
+    A new run never overwrites a checkpoint: CheckpointError if out_dir holds one, or if a shape key the
+    user gave (given: a config file's or --key's) differs from the weights' (it would be replaced unseen)."""
     path = os.path.join(config["out_dir"], "ckpt.pt")
     if config["init_from"] != "resume" and not config["eval_only"] and os.path.exists(path):
         raise CheckpointError(f"{path} exists: continue that run with --init_from=resume, "
@@ -320,7 +321,11 @@ def new_run_weights(config, meta_vocab_size):
     if experts != config["n_experts"]:  # other weights altogether: an MLP is not a mixture's experts
         raise CheckpointError(f"init_from={config['init_from']!r} has n_experts={experts}, this config has "
                               f"n_experts={config['n_experts']}: set --n_experts={experts}")
-    config.update({k: weights.shape[k] for k in SHAPE_KEYS if k != "block_size"})
+    for key, theirs in ((k, weights.shape[k]) for k in SHAPE_KEYS if k != "block_size"):  # the weights decide them
+        if key in given and config[key] != theirs:
+            raise CheckpointError(f"init_from={config['init_from']!r} has {key}={theirs!r}, this config sets {key}="
+                                  f"{config[key]!r}: the weights decide the model's shape (drop {key}, or set {theirs!r})")
+        config[key] = theirs
     return weights
 
 

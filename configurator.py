@@ -212,8 +212,9 @@ def resolve_device(device):
     return device
 
 
-def check_train_config(config):
-    """ConfigError (one line) for a value of train.py's config that the run would reject later."""
+def check_train_config(config, given=()):
+    """ConfigError (one line) for a value of train.py's config that the run would reject later, or that it would
+    ignore (given: the keys a config file or --key set)."""
     check_choices(config, TRAIN_CHOICES)
     check_init_from(config["init_from"])
     check_ranges(config, TRAIN_RANGES)
@@ -254,6 +255,16 @@ def check_train_config(config):
         if key in config and config[key] != defaults[key]:
             raise ConfigError(f"{key}={config[key]!r} does nothing with n_experts=0 (a dense MLP): set n_experts > 0 "
                               f"or leave {key} at its default ({defaults[key]!r})")
+    if config.get("block_schedule") and "block_types" in given:  # the schedule's first pattern is the one in force
+        from patterns import parse_block_schedule, parse_block_types
+        try:
+            first = parse_block_schedule(config["block_schedule"], config["n_layer"])[0][1]
+            if first != parse_block_types(config["block_types"], config["n_layer"]):
+                raise ConfigError(f"block_types={config['block_types']!r} is not block_schedule={config['block_schedule']!r}"
+                                  f"'s first pattern, which is in force from iteration 0: set block_types to it, or "
+                                  f"leave block_types out")
+        except ValueError:
+            pass  # a malformed pattern: train.py names it
     if config.get("sequence_parallel"):
         check_sequence_parallel(config)
     if config.get("loss_model", "none") != "none" and config.get("tp_size") == 1:

@@ -121,7 +121,7 @@ peak_flops = 0.0  # device peak FLOP/s for MFU; 0.0 -> the table in mfu.py
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))]
 try:
     _config, _explicit = configurator.configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
-    configurator.check_train_config(_config)  # allowed values and ranges of the keys above
+    configurator.check_train_config(_config, _explicit)  # allowed values and ranges of the keys above
     globals().update(_config)
 except configurator.ConfigError as e:
     sys.exit(f"error: {e}")
@@ -185,7 +185,7 @@ label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/p
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0
 try:
-    weights = ckpt.new_run_weights(config, meta_vocab_size)  # init_from's weights and shape; never over a checkpoint
+    weights = ckpt.new_run_weights(config, meta_vocab_size, _explicit)  # init_from's weights and shape; never over a checkpoint
     schedule = parse_block_schedule(block_schedule or f"0:{block_types}", config["n_layer"],  # [(iter, pattern)]
                                     "block_schedule" if block_schedule else "block_types")
     config["block_types"] = block_types if not block_schedule else ",".join(schedule[0][1])

@@ -196,6 +196,17 @@ def test_a_pipeline_key_without_a_pipeline_is_refused():
         configurator.check_train_config(dict(defaults, pp_size=2, **{key: value}))
 
 
+def test_block_types_given_beside_a_schedule_must_be_its_first_pattern():
+    """block_schedule decides the pattern from iteration 0: a block_types a config file or --key gave that says
+    otherwise would be ignored, so it is refused; the same pattern written another way, or the default, passes."""
+    config = dict(configurator.train_defaults(), block_schedule="0:parallel,spd;300:tp", block_types="spd")
+    with pytest.raises(ConfigError, match=r"^block_types='spd' is not block_schedule='0:parallel,spd;300:tp''s first pattern"):
+        configurator.check_train_config(config, given={"block_types", "block_schedule"})
+    configurator.check_train_config(config, given={"block_schedule"})  # train.py's default, not given: no conflict
+    configurator.check_train_config(dict(config, block_types="parallel,spd,parallel,spd"), given={"block_types"})
+    configurator.check_train_config(dict(config, block_schedule="0:tp;5:spdd"), given={"block_types"})  # train.py names it
+
+
 def test_muon_is_refused_where_its_checkpoint_could_not_resume():
     """A pipeline's checkpoint rebuilds the whole model's AdamW parameter groups (pipeline.merge): Muon's three
     groups would be saved as two and never load again, so the combination is refused before it trains."""

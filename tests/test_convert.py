@@ -157,6 +157,20 @@ def test_init_from_a_checkpoint_starts_a_new_run_under_another_pattern(char_data
                      f"--out_dir={tmp_path / 'y'}").returncode == 0
 
 
+def test_init_from_refuses_a_given_shape_the_weights_contradict(tmp_path):
+    """The weights decide n_layer, n_head, n_embd and bias: one that a config file or --key gave otherwise is
+    one line naming both values, not replaced unseen; not given (train.py's default), it is replaced."""
+    source = make(**TP4)
+    save_checkpoint(source, str(tmp_path / "ckpt.pt"))
+    config = dict(out_dir=str(tmp_path / "new"), init_from=str(tmp_path / "ckpt.pt"), eval_only=False, block_size=16,
+                  n_layer=12, n_head=4, n_embd=64, bias=True, n_experts=0)
+    with pytest.raises(ckpt.CheckpointError, match=r"has n_embd=32, this config sets n_embd=64: the weights decide"):
+        ckpt.new_run_weights(dict(config), 37, given={"n_embd"})
+    replaced = dict(config)
+    ckpt.new_run_weights(replaced, 37, given={"n_head", "bias", "block_size"})  # the same values: no conflict
+    assert (replaced["n_layer"], replaced["n_embd"]) == (4, 32)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--init_from=no/such/ckpt.pt"], "init_from='no/such/ckpt.pt': allowed values are"),
     (["--block_schedule=0:tp;3"], "block_schedule: '3' in '0:tp;3' is not iteration:pattern"),
