@@ -17,7 +17,7 @@ wandb_log = False
 wandb_project = "mnli"
 wandb_run_name = "mnli-gpt2-large-72comm"
 
-# GPT-2 large's shape (init_from sets it from the weights anyway); no dropout, so a lossless TP run
+# GPT-2 large's shape (init_from checks it against the weights: another value here is an error); no dropout, so a lossless TP run
 # is the dense one and the differences between runs are the links'
 n_layer = 36
 n_head = 20
