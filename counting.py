@@ -18,11 +18,24 @@ class SyncCounter:
     cannot run Python per call, so it adds in place to the same layout in a tensor on its own device,
     with no guard on the counts (an int would be a guard, and every new value a recompile). Reading sums
     the two. `slots` maps a sync point to its index: fixed by the model before anything is compiled
-    (GPT.__init__), grown eagerly for a point it did not name."""
+    (GPT.__init__, `lay_out`), grown eagerly for a point it did not name."""
 
     def __init__(self):
         self.slots, self.host, self.traced = {}, np.zeros(FIRST_SLOT, dtype=np.int64), None
+        self.in_graph = False  # a compiled graph counted into `traced` (set while tracing): reads include it
         self.reset()
+
+    def lay_out(self, points, device):
+        """Name every sync point the model can count and make the compiled tally on the model's device
+        before torch.compile first traces a pass: an existing tensor is one fixed graph input (made while
+        tracing, its creation changed a guard and the second call recompiled the whole model)."""
+        self.slots = {point: FIRST_SLOT + i for i, point in enumerate(points)}
+        self.traced = torch.zeros(FIRST_SLOT + len(self.slots), dtype=torch.long, device=device)
+        self.reset()
+
+    def move_to(self, device):  # GPT.to(device): the tally goes where the weights go
+        if self.traced is not None and self.traced.device != device:
+            self.traced = self.traced.to(device)
 
     def reset(self):
         self.replicated_bytes = 0  # payload of the replicated-gradient all-reduce (`dist` mode)
@@ -38,9 +51,9 @@ class SyncCounter:
         `hidden` ladder syncs landed behind another sublayer's compute, and `hidden_bwd` of their mirror
         exchanges sent behind its backward."""
         if torch.compiler.is_compiling():
-            if self.traced is None or self.traced.device != device:  # once: the model's device
+            if self.traced is None or self.traced.device != device:  # a model that did not lay it out (recompiles once)
                 self.traced = torch.zeros(FIRST_SLOT + len(self.slots), dtype=torch.long, device=device)
-            tally = self.traced
+            tally, self.in_graph = self.traced, True
         else:
             if point not in self.slots:
                 self.slots[point] = FIRST_SLOT + len(self.slots)
@@ -57,7 +70,7 @@ class SyncCounter:
 
     def _read(self):  # a host sync after a compiled pass, on a GPU
         counts = np.pad(self.host, (0, FIRST_SLOT + len(self.slots) - len(self.host)))
-        if self.traced is not None:
+        if self.in_graph:  # an eager run reads no device tensor (no host sync)
             counts[:len(self.traced)] += self.traced.cpu().numpy()
         return counts
 

@@ -27,7 +27,6 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from comms import SimComm
-from counting import FIRST_SLOT
 from layers import ColumnParallelLinear, RowParallelLinear
 from moe import MoEMLP
 from optim import MuonAdamW, muon_params
@@ -227,8 +226,13 @@ class GPT(nn.Module):
         self.moe_aux_loss_coef = 0.01  # the weight of each block's load-balancing loss in training (train.py's key)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("in", "attn", "mlp")] + ["exit"]
-        self.comm.counter.slots = {point: FIRST_SLOT + i for i, point in enumerate(points)}  # every possible sync point
+        self.comm.counter.lay_out(points, self.lm_head.weight.device)  # every possible sync point
         self.init_weights()
+
+    def _apply(self, fn, *args, **kwargs):  # model.to(device) moves the sync counter's compiled tally too
+        super()._apply(fn, *args, **kwargs)
+        self.comm.counter.move_to(next(self.parameters()).device)
+        return self
 
     def set_block_types(self, block_types):
         """Give the blocks another pattern. Every pattern of one tp_size has the same weights (and

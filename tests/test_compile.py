@@ -11,11 +11,14 @@ from torch._dynamo.backends.common import aot_autograd
 from comms import SimComm
 from bench.harness import run_train
 from conftest import TINY
-from links import link_from
+from links import BWD, FWD, link_from
 from model import GPT, GPTConfig
+from patterns import parse_block_types
 
-PATTERNS = {"tp": 12, "tp,spd": 9, "spd": 6, "spd,parallel": 4, "parallel*5,spd": 1, "parallel": 1,  # n_layer=6
-            "ladder": 12, "parallel,ladder": 9}
+# syncs per pass by hand (DESIGN section 3): tp 2 per block, spd 1, a run of parallel blocks 1 where it
+# ends, ladder 2; n_layer=2 keeps tracing cheap, 6 for the pattern that needs them
+PATTERNS = {"tp": 4, "tp,spd": 3, "spd": 2, "spd,parallel": 2, "parallel*5,spd": 1, "parallel": 1,
+            "ladder": 4, "parallel,ladder": 3}
 LINKS = {"lossless": {}, "zero": {"loss_model": "gilbert_elliott", "ge_preset": "zero"},
          "bernoulli": {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64}}
 RELIABLE = {"loss_model": "bernoulli", "loss_rate": 0.05, "packet_bytes": 64, "transport": "reliable"}
@@ -30,7 +33,8 @@ def fresh_dynamo():
 
 def build(pattern, link, comm_class=SimComm, **sync):
     torch.manual_seed(0)
-    config = GPTConfig(block_size=16, vocab_size=37, n_layer=6, n_head=4, n_embd=32, tp_size=2, block_types=pattern)
+    n_layer = len(parse_block_types(pattern, 6)) if "*" in pattern else 2
+    config = GPTConfig(block_size=16, vocab_size=37, n_layer=n_layer, n_head=4, n_embd=32, tp_size=2, block_types=pattern)
     return GPT(config, comm_class(2, link_from(dict(LINKS.get(link, RELIABLE), seed=5)), **sync))
 
 
@@ -47,6 +51,7 @@ def step(model, forward):
 
 @pytest.mark.parametrize("pattern", ["tp", "ladder"])
 def test_a_lossless_model_is_one_graph_forward_and_backward(pattern):
+    """One forward and one backward graph: a graph break would have split them."""
     graphs = {"forward": 0, "backward": 0}
 
     def compiler(kind):
@@ -58,15 +63,8 @@ def test_a_lossless_model_is_one_graph_forward_and_backward(pattern):
     backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
     _, _, counts = step(model, torch.compile(model, backend=backend))
     assert graphs == {"forward": 1, "backward": 1}
-    assert counts[:2] == (model.sync_points, model.sync_points) == (12, 12)  # counted inside the graph
-    assert counts[0] - counts[3] == model.exposed_syncs == (1 if pattern == "ladder" else 12)  # exposed, too
-    idx = torch.randint(37, (3, 16))
-    assert torch._dynamo.explain(build(pattern, "lossless"))(idx, idx).graph_break_count == 0
-
-
-def test_a_lossy_sync_is_a_graph_break():
-    idx = torch.randint(37, (3, 16))
-    assert torch._dynamo.explain(build("tp", "bernoulli"))(idx, idx).graph_break_count > 0
+    assert counts[:2] == (model.sync_points, model.sync_points) == (4, 4)  # counted inside the graph
+    assert counts[0] - counts[3] == model.exposed_syncs == (1 if pattern == "ladder" else 4)  # exposed, too
 
 
 @pytest.mark.parametrize("pattern", [pytest.param("tp", marks=pytest.mark.slow), "parallel,ladder"])
@@ -75,15 +73,15 @@ def test_a_reliable_link_compiles_to_the_lossless_graph(pattern):
     ones are (no graph break: it broke the graph and ran eager syncs, so under inductor the numbers were not
     the lossless run's); its packets and resend rounds are drawn after the step (deliver_traced), the same
     draws as the eager syncs make."""
-    idx = torch.randint(37, (3, 16))
-    assert torch._dynamo.explain(build(pattern, "reliable"))(idx, idx).graph_break_count == 0
-    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
     eager = build(pattern, "reliable")
     step(eager, eager)
     results = {}
     for link in ("reliable", "lossless"):
         model = build(pattern, link)
+        counters.clear()
         results[link] = step(model, torch.compile(model, backend="aot_eager"))
+        assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], link  # no graph break
         results[link + " stats"] = model.comm.link.stats() if link == "reliable" else None
     (loss_r, grads_r, counts_r), (loss_l, grads_l, counts_l) = results["reliable"], results["lossless"]
     assert torch.equal(loss_r, loss_l) and counts_r == counts_l
@@ -98,10 +96,15 @@ FAST = {("tp", "bernoulli"), ("spd,parallel", "lossless"), ("parallel,ladder", "
 @pytest.mark.parametrize("pattern, link", [
     pytest.param(p, k, marks=() if (p, k) in FAST else pytest.mark.slow) for p in sorted(PATTERNS) for k in sorted(LINKS)])
 def test_compiled_equals_eager(pattern, link):
+    """... and a lossy sync is a graph break (its link runs eagerly), a lossless one is not."""
+    from torch._dynamo.utils import counters
     eager = build(pattern, link)
     loss, grads, counts = step(eager, eager)
     compiled = build(pattern, link)
+    counters.clear()
     loss_c, grads_c, counts_c = step(compiled, torch.compile(compiled, backend="aot_eager"))
+    loses = any(compiled.comm.link.loses(d) for d in (FWD, BWD))
+    assert bool(counters["graph_break"]) == loses, dict(counters["graph_break"])
     assert torch.allclose(loss, loss_c, rtol=0, atol=1e-6), (loss, loss_c)
     for name in grads:
         assert torch.allclose(grads[name], grads_c[name], rtol=1e-4, atol=1e-7), name
@@ -158,17 +161,18 @@ def test_counting_inside_the_graph_never_recompiles():
     compiled = torch.compile(model, backend="aot_eager")
     idx = torch.randint(37, (3, 16), generator=torch.Generator().manual_seed(1))
     counters.clear()
-    for call in range(12):  # more calls than dynamo's recompile limit (8)
-        if call % 5 == 0:
+    for call in range(4):  # a count read as a guard would recompile each call: 4 graphs, not 1
+        if call % 2 == 0:
             model.comm.counter.reset()
         _, loss = compiled(idx, idx)
         loss.backward()
-    # two graphs: the first call creates the tally on the model's device, and the change of
-    # `tally is None` recompiles once; every later call, reset or not, reuses the second
-    assert counters["stats"]["unique_graphs"] == 2
+    # one graph: the tally is on the model's device before the first trace (SyncCounter.lay_out), so every
+    # call, reset or not, reuses the first (made while tracing, it recompiled the second call)
+    assert counters["stats"]["unique_graphs"] == 1
     counter = model.comm.counter
-    assert (counter.forward, counter.backward) == (2 * 12, 2 * 12)  # calls 10 and 11, 12 syncs each
-    assert counter.points == {f"h{i}.{s}": 2 for i in range(6) for s in ("attn", "mlp")}
+    assert (counter.forward, counter.backward) == (2 * 4, 2 * 4)  # calls 2 and 3, 4 syncs each
+    assert counter.points == {f"h{i}.{s}": 2 for i in range(2) for s in ("attn", "mlp")}
     with torch.no_grad():  # an eval pass: forward syncs, no backward exchange
         compiled(idx, idx)
-    assert (counter.forward, counter.backward) == (36, 24)
+    assert (counter.forward, counter.backward) == (12, 8)
+    assert build("tp", "lossless").to("meta").comm.counter.traced.device.type == "meta"  # it goes where the weights go
