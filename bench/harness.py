@@ -98,6 +98,13 @@ def run_tool(module, *args):
     return run([sys.executable, "-m", module, *args])
 
 
+def run_script(path, *args):
+    """`python path args` (a data preparation script), in this process as run_tool runs a module."""
+    if IN_PROCESS and threading.current_thread() is threading.main_thread():
+        return _here(path, args)
+    return run([sys.executable, path, *args])
+
+
 def _here(target, args, as_module=False):
     saved = (sys.argv, torch.get_num_threads(), os.getcwd())
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
@@ -126,17 +133,81 @@ def _here(target, args, as_module=False):
     return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
 
 
-def torchrun(nproc, *args, env=None, timeout=600):
-    """train.py under torchrun on this machine: nproc processes."""
-    # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
+def torchrun(nproc, *args, env=None, timeout=600, agent=False):
+    """train.py under torchrun on this machine: nproc processes. In the tests (IN_PROCESS, no env, not
+    `agent`) the ranks are forked from a server that imported torch once (ranks_here); `agent=True`
+    (torchrun's own behaviour under test: its reports, its rendezvous) always launches torchrun."""
     # A collective hung for 5 minutes fails the run with the collective's own line (the caller's
     # --dist_timeout_s, later in args, wins) before this 10-minute timeout kills it blind.
+    args = ("--dist_timeout_s=300", *args)
+    if IN_PROCESS and not env and not agent:
+        return ranks_here(nproc, args, timeout)
+    # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
     result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                  os.path.join(ROOT, "train.py"), "--dist_timeout_s=300", *args], env=env, timeout=timeout)
+                  os.path.join(ROOT, "train.py"), *args], env=env, timeout=timeout)
     said = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     if result.returncode and said:  # the ranks' own lines, repeated last: torchrun's report would bury them in a tail
         result.stderr += "\nthe ranks said (repeated from above):\n" + "".join(f"  {line}\n" for line in said)
     return result
+
+
+RANK_PRELOAD = ["bench.harness", "checkpoint", "comms", "configurator", "faults", "label_eval", "megatron_shim",
+                "data.common", "pipeline", "torch.nn.parallel", "torch.distributed"]  # what train.py imports
+
+
+def ranks_here(nproc, args, timeout=600):
+    """train.py's nproc ranks as torchrun starts them (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; one
+    thread each), forked from a server that imported torch and the model once: no interpreter start and
+    no torch import per rank (3 to 4 s each on a 2-core host). Each rank writes its own stdout and stderr
+    at the file level (a rank that ends with os._exit loses nothing); the result joins them in rank order,
+    the status is the first failing rank's. The same CompletedProcess as torchrun's, for the tests."""
+    import multiprocessing
+    import socket
+    import tempfile
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(RANK_PRELOAD)  # imported once, when the server starts
+    with socket.socket() as probe:  # a free port for the rendezvous, as --standalone picks one
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as logs:
+        ranks = [context.Process(target=_rank_main, args=(rank, nproc, port, args, logs)) for rank in range(nproc)]
+        for process in ranks:
+            process.start()
+        deadline = time.monotonic() + timeout
+        for process in ranks:
+            process.join(max(0.0, deadline - time.monotonic()))
+        hung = [process for process in ranks if process.is_alive()]
+        for process in hung:
+            process.kill()
+            process.join()
+        if hung:
+            raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
+        out, err = ("".join(open(os.path.join(logs, f"{rank}.{kind}")).read() for rank in range(nproc))
+                    for kind in ("out", "err"))
+    code = next((process.exitcode for process in ranks if process.exitcode), 0)
+    return subprocess.CompletedProcess(["torchrun", f"--nproc_per_node={nproc}", "train.py", *args], code, out, err)
+
+
+def _rank_main(rank, world, port, args, logs):
+    """One rank (ranks_here's child): its environment, its files as fd 1 and 2, train.py as __main__."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    for fd, kind in ((1, "out"), (2, "err")):
+        os.dup2(os.open(os.path.join(logs, f"{rank}.{kind}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))
+    torch.set_num_threads(1)
+    os.chdir(ROOT)
+    sys.argv = [os.path.join(ROOT, "train.py"), *args]
+    code = 0
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as e:  # as the interpreter: a message on stderr and status 1
+        code = e.code if isinstance(e.code, int) or e.code is None else print(e.code, file=sys.stderr) or 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(code or 0)
 
 
 def records(out_dir, name="metrics.jsonl"):

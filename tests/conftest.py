@@ -3,6 +3,7 @@ import random
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -10,6 +11,9 @@ import bench.harness  # noqa: E402
 from bench.harness import run  # noqa: E402  (the harness launches every subprocess of the tests)
 
 bench.harness.IN_PROCESS = True  # run_train without an env of its own runs train.py in the test's process
+# One thread per test process: pytest.ini runs one worker per core, and two threads per worker on those cores
+# made the in-process tests 3 to 5 times slower (spinning intra-op threads), as run() gives each subprocess one
+torch.set_num_threads(1)
 
 # A tiny model for end-to-end runs of train.py: seconds on a CPU.
 TINY = ["--n_layer=4", "--n_head=4", "--n_embd=32", "--block_size=32", "--batch_size=8",

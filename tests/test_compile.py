@@ -145,10 +145,11 @@ def test_summing_in_the_gemm_equals_summing_partials(pattern):
     assert counts == counts_u
 
 
-def test_the_sync_count_check_catches_an_extra_sync(char_data, tmp_path):
-    """The startup check of measured vs analytic syncs must be able to fail."""
-    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2",
-                       "--block_types=tp", env={"TP_SYNC_FAULT": "extra_sync:0"})
+def test_the_sync_count_check_catches_an_extra_sync(char_data, tmp_path, monkeypatch):
+    """The startup check of measured vs analytic syncs must be able to fail (the fault patches this run's
+    model only, so the run can be in the test's process)."""
+    monkeypatch.setenv("TP_SYNC_FAULT", "extra_sync:0")
+    result = run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2", "--block_types=tp")
     assert result.returncode != 0
     assert "sync count mismatch: the model claims 8 per pass (8 exposed), measured 9.0 forward" in result.stderr
 

@@ -3,12 +3,11 @@ fabricated runs of test_frontier), against p values and intervals worked out by 
 
 import json
 import math
-import sys
 
 import pytest
 
 from bench import contrasts, summary
-from bench.harness import run, run_tool
+from bench.harness import run_tool
 from conftest import assert_one_line_error
 from test_frontier import fabricate
 
@@ -44,8 +43,8 @@ def test_family_pairs_by_seed_and_adjusts_over_the_family(tmp_path):
 def test_cli_table_json_and_one_line_errors(tmp_path):
     fabricate(tmp_path / "runs")
     out = tmp_path / "family.json"
-    result = run([sys.executable, "-m", "bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref",
-                  "--contrast", "C2", "drop", "ref", "--seeds", "1-3", "--json", str(out)])
+    result = run_tool("bench.contrasts", str(tmp_path / "runs"), "--contrast", "C1", "half", "ref",
+                      "--contrast", "C2", "drop", "ref", "--seeds", "1-3", "--json", str(out))
     assert result.returncode == 0, result.stderr
     assert "| C1 | train_shakespeare_char_24comm/half | train_shakespeare_char_24comm/ref | 3 | +0.0167" in result.stdout
     assert [c["name"] for c in json.loads(out.read_text())] == ["C1", "C2"]

@@ -9,14 +9,13 @@ import math
 import os
 import re
 import shutil
-import sys
 
 import pytest
 
 from bench import contrasts, frontier, summary
 from bench.summary import SummaryError
 from loss_models import BernoulliLoss
-from bench.harness import run, run_tool
+from bench.harness import run_tool
 from bench.step_time import gpt2_projection, reliability_tables
 from conftest import assert_one_line_error
 
@@ -59,7 +58,9 @@ def test_the_time_models_step_from_measured_terms_by_hand():
         whole - 48 * a + half)
 
 
-def test_reliable_transport_costs_what_step_time_prices():
+def test_reliable_transport_costs_what_step_time_prices(monkeypatch):
+    from bench import step_time  # its Bernoulli rows (a Gilbert-Elliott row's exact chain takes seconds to compute)
+    monkeypatch.setattr(step_time, "loss_models", lambda rate: (("bernoulli", BernoulliLoss(rate)),))
     args = argparse.Namespace(mfu=0.4, gpu_peak=989e12, net_latency=1e-5, rto=1e-3)
     rows = {(r["loss"], r["rate"]): r for r in reliability_tables(1e-4, 1e9, 1_000_000, args)["rows"]}
     for rate in (0.001, 0.01, 0.03):
@@ -280,7 +281,7 @@ def test_one_training_config_under_two_names_is_one_setting(tmp_path):
 def test_cli_writes_the_table_and_refuses_runs_without_24comm(tmp_path):
     fabricate(tmp_path / "runs")
     out = tmp_path / "frontier"
-    result = run([sys.executable, "-m", "bench.frontier", str(tmp_path / "runs"), "--out", str(out)])
+    result = run_tool("bench.frontier", str(tmp_path / "runs"), "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     text = (out / "frontier.md").read_text()
     assert "| bernoulli 0.01 | shakespeare_char_24comm/b1 |" in text and "Fastest to target per network" in text

@@ -2,10 +2,9 @@
 parameters: at one shard all of model.GPT's, at two the sharded matrices and column biases halved."""
 
 import json
-import sys
 
 from bench.gpu_compute import SCALES, RankModel
-from conftest import run
+from bench.harness import run_tool
 from model import GPT, GPTConfig
 
 
@@ -23,8 +22,8 @@ def test_rank_model_holds_a_ranks_parameters():
 
 def test_runs_on_the_cpu_and_writes_every_time(tmp_path):
     out = tmp_path / "times.json"
-    result = run([sys.executable, "-m", "bench.gpu_compute", "--scale", "tiny", "--device", "cpu", "--dtype", "float32",
-                  "--compile", "off", "--rounds", "1", "--steps", "1", "--warmup", "0", "--out", str(out)], timeout=300)
+    result = run_tool("bench.gpu_compute", "--scale", "tiny", "--device", "cpu", "--dtype", "float32",
+                      "--compile", "off", "--rounds", "1", "--steps", "1", "--warmup", "0", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     times = json.loads(out.read_text())["ms"]
     assert len(times) == 6 and all(t["median"] > 0 for t in times.values())

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import label_eval
-from bench.harness import records, run, run_train
+from bench.harness import records, run, run_script, run_train
 from conftest import ROOT, assert_one_line_error
 from step import Grid
 
@@ -66,7 +66,8 @@ def mnli_dir(base, n_train=60, n_val=5):
 
 
 def prepare(*args, env=None):
-    return run([sys.executable, os.path.join(ROOT, "data", "mnli", "prepare.py"), *args], env=env)
+    script = os.path.join(ROOT, "data", "mnli", "prepare.py")
+    return run([sys.executable, script, *args], env=env) if env else run_script(script, *args)
 
 
 def test_prepare_writes_prompts_labels_and_tokens(tmp_path):

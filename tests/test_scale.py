@@ -71,8 +71,8 @@ def test_the_slope_is_the_least_squares_fit_on_log2_width(tmp_path):
     assert precise["slope"] == pytest.approx(-0.015) and precise["se"] == pytest.approx(math.sqrt(sum(parts)))
     assert precise["df"] == pytest.approx(sum(parts) ** 2 / sum(v ** 2 / 3 for v in parts))
     assert precise["p"] == pytest.approx(2 * scipy_t.sf(0.015 / math.sqrt(sum(parts)), precise["df"]))
-    result = run([sys.executable, "-m", "bench.studies.scale.slope", "--width", f"64={tmp_path / 'w64.csv'}",
-                  "--width", f"128={tmp_path / 'w128.csv'}", "--settings", "1comm", "24comm/half"])
+    result = run_tool("bench.studies.scale.slope", "--width", f"64={tmp_path / 'w64.csv'}",
+                      "--width", f"128={tmp_path / 'w128.csv'}", "--settings", "1comm", "24comm/half")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| 1comm | 2 | 64: +0.0400, 128: +0.0200 | -0.0200" in result.stdout
 

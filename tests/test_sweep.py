@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.harness import run, run_train
+from bench.harness import run, run_tool, run_train
 from conftest import ROOT, TINY
 
 SWEEP = ["-m", "bench.sweep"]
@@ -204,12 +204,12 @@ def test_seeds_option_runs_only_those_seeds_of_the_sweep(tmp_path):
     the sweep does not have, or a malformed list, is a one-line error."""
     from conftest import assert_one_line_error
     path = os.path.join(ROOT, "bench", "studies", "schemes", "sweep.py")
-    result = run([sys.executable, *SWEEP, path, "--seeds", "29,31-32", "--dry_run", "--out", str(tmp_path)])
+    result = run_tool("bench.sweep", path, "--seeds", "29,31-32", "--dry_run", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     listed = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("  new")]
     assert len(listed) == 3 * 16 and {r.rsplit("-s", 1)[1] for r in listed} == {"29", "31", "32"}
-    assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "5", "--dry_run"]), "seed 5", "28, 29")
-    assert_one_line_error(run([sys.executable, *SWEEP, path, "--seeds", "abc", "--dry_run"]), "'abc'")
+    assert_one_line_error(run_tool("bench.sweep", path, "--seeds", "5", "--dry_run"), "seed 5", "28, 29")
+    assert_one_line_error(run_tool("bench.sweep", path, "--seeds", "abc", "--dry_run"), "'abc'")
 
 
 @pytest.mark.slow

@@ -1,16 +1,14 @@
 """bench/throughput.py at a tiny size: the table's rows, sync counts and the per-round ratio interval."""
 
-import os
 import re
-import sys
 
-from conftest import ROOT, run
+from bench.harness import run_tool
 
 
 def test_throughput_table_has_ratio_intervals():
-    result = run([sys.executable, os.path.join(ROOT, "bench", "throughput.py"), "--configs", "24comm", "2comm", "ladder",
-                  "--base", "24comm", "--rounds", "3", "--steps", "1", "--warmup", "0", "--threads", "1",
-                  "--set", "n_layer=6"], timeout=300)
+    result = run_tool("bench.throughput", "--configs", "24comm", "2comm", "ladder",
+                      "--base", "24comm", "--rounds", "3", "--steps", "1", "--warmup", "0", "--threads", "1",
+                      "--set", "n_layer=6")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [[c.strip() for c in line.split("|")[1:-1]] for line in result.stdout.splitlines() if line.startswith("| ")]
     header = lines[0]
