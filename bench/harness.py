@@ -159,9 +159,11 @@ def ranks_here(nproc, args, timeout=600):
     """train.py's nproc ranks as torchrun starts them (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; one
     thread each), forked from a server that imported torch and the model once: no interpreter start and
     no torch import per rank (3 to 4 s each on a 2-core host). Each rank writes its own stdout and stderr
-    at the file level (a rank that ends with os._exit loses nothing); the result joins them in rank order,
-    the status is the first failing rank's. The same CompletedProcess as torchrun's, for the tests."""
+    at the file level (a rank that ends with os._exit loses nothing); the result joins them in rank order.
+    As under torchrun, the first rank to fail ends the others and gives the status. The same
+    CompletedProcess as torchrun's, for the tests."""
     import multiprocessing
+    import multiprocessing.connection
     import socket
     import tempfile
     context = multiprocessing.get_context("forkserver")
@@ -173,18 +175,19 @@ def ranks_here(nproc, args, timeout=600):
         ranks = [context.Process(target=_rank_main, args=(rank, nproc, port, args, logs)) for rank in range(nproc)]
         for process in ranks:
             process.start()
-        deadline = time.monotonic() + timeout
-        for process in ranks:
-            process.join(max(0.0, deadline - time.monotonic()))
-        hung = [process for process in ranks if process.is_alive()]
-        for process in hung:
-            process.kill()
+        deadline, code = time.monotonic() + timeout, 0
+        while not code and time.monotonic() < deadline and any(process.exitcode is None for process in ranks):
+            multiprocessing.connection.wait([process.sentinel for process in ranks if process.exitcode is None],
+                                            timeout=max(0.0, deadline - time.monotonic()))
+            code = next((process.exitcode for process in ranks if process.exitcode), 0)
+        left = [process for process in ranks if process.exitcode is None]
+        for process in left:  # as torchrun does: a rank failed, so the others are ended (or the run hung)
+            process.terminate() if code else process.kill()
             process.join()
-        if hung:
+        if left and not code:
             raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
         out, err = ("".join(open(os.path.join(logs, f"{rank}.{kind}")).read() for rank in range(nproc))
                     for kind in ("out", "err"))
-    code = next((process.exitcode for process in ranks if process.exitcode), 0)
     return subprocess.CompletedProcess(["torchrun", f"--nproc_per_node={nproc}", "train.py", *args], code, out, err)
 
 
