@@ -3,8 +3,8 @@ The harness that bench scripts and tests share, so that a pattern, a link or a t
 means the same thing in every measurement and every check:
 
 - PATTERNS and LINKS: the block patterns and lossy links that runs are compared over;
-- run, run_train, torchrun, records: launch train.py (one process or under torchrun) and
-  read back what it logged;
+- run, run_train, torchrun, records: launch train.py (one process or under torchrun; in the tests,
+  in the test's process, or its ranks forked by ranks_here) and read back what it logged;
 - build, random_batch, train_steps: a model, a fixed batch and timed AdamW steps, in process;
 - draw, runs, standard_error: a link's loss flags and the statistics tests check them by.
 
@@ -133,14 +133,14 @@ def _here(target, args, as_module=False):
     return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
 
 
-def torchrun(nproc, *args, env=None, timeout=600, agent=False):
-    """train.py under torchrun on this machine: nproc processes. In the tests (IN_PROCESS, no env, not
-    `agent`) the ranks are forked from a server that imported torch once (ranks_here); `agent=True`
-    (torchrun's own behaviour under test: its reports, its rendezvous) always launches torchrun."""
+def torchrun(nproc, *args, env=None, timeout=600):
+    """train.py under torchrun on this machine: nproc processes. In the tests (IN_PROCESS) without an env of
+    their own, the ranks are forked from a server that imported torch once (ranks_here); a run with an env
+    (an injected fault that kills or hangs a rank) and a test of torchrun's own reports launch torchrun."""
     # A collective hung for 5 minutes fails the run with the collective's own line (the caller's
     # --dist_timeout_s, later in args, wins) before this 10-minute timeout kills it blind.
     args = ("--dist_timeout_s=300", *args)
-    if IN_PROCESS and not env and not agent:
+    if IN_PROCESS and not env:
         return ranks_here(nproc, args, timeout)
     # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
     result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
