@@ -59,8 +59,8 @@ def build_entry(path, args, compiled, partials=False):
     model, optimizer = build(model_args_from(config, vocab_size=args.vocab_size), comm, device=args.device)
     if compiled:
         # every model here is compiled from the same GPT.forward code, and dynamo's recompile limit
-        # (8) counts them all together: at 2 graphs per model (before and after the sync tally
-        # exists) the fifth compiled config would silently run eager. One run compiles one model.
+        # (8) counts them all together: at a graph per model (2 before the sync tally was made ahead
+        # of the first trace) the ninth compiled config would silently run eager. One run compiles one model.
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     step_model = torch.compile(model) if compiled else model
     x, y = random_batch(args.vocab_size, config["batch_size"], config["block_size"], device=args.device)
