@@ -1,37 +1,20 @@
 """Every bench tool's --help, run as `python -m bench.<tool>` runs it (the package way: no tool edits
 sys.path), prints its usage and exits 0: a help string with a bare `%` once made
-`bench/time_to_target.py --help` a raw argparse traceback. All tools in one process (runpy, as
-`python -m` does), so the check costs one interpreter start, not one per tool."""
+`bench/time_to_target.py --help` a raw argparse traceback. All tools in the test's process (runpy, as
+`python -m` does: bench.harness.run_tool), so the check costs no interpreter start."""
 
 import glob
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, run
+from bench.harness import run_tool
+from conftest import ROOT
 
 SCRIPTS = sorted(p for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
                  if "argparse" in open(p).read())
-# runs every tool's main as `python -m bench.<tool> --help` would, and reports (exit status, stdout, stderr)
-HELP_ALL = """
-import contextlib, io, json, runpy, sys
-out = {}
-for module in sys.argv[1:]:
-    sys.argv = [module.split(".")[-1] + ".py", "--help"]
-    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        code = e.code or 0
-    except BaseException as e:  # a tool's crash is its failure, not the others'
-        code, stderr = 1, io.StringIO(f"{type(e).__name__}: {e}")
-    out[module] = (code, stdout.getvalue(), stderr.getvalue())
-print(json.dumps(out))
-"""
 
 
 def test_the_scripts_are_found():
@@ -41,9 +24,8 @@ def test_the_scripts_are_found():
 @pytest.fixture(scope="module")
 def helps():
     modules = ["bench." + os.path.splitext(os.path.basename(s))[0] for s in SCRIPTS]
-    result = run([sys.executable, "-c", HELP_ALL, *modules], timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    results = {module: run_tool(module, "--help") for module in modules}  # runpy in this process, as -m runs it
+    return {module: (r.returncode, r.stdout, r.stderr) for module, r in results.items()}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=os.path.basename)

@@ -132,8 +132,8 @@ time.sleep(60)  # a rank that did not find it: torchrun ends it when its peer ex
 """
 
 
-@pytest.mark.parametrize("finders, delays, said", [
-    ((0, 1), (1, 0), "error: the mistake"),  # both find it, rank 0 1 s behind (torchrun looks every 0.1 s)
+@pytest.mark.parametrize("finders, delays, said", [  # the fast tier: the second (a peer alone finds it)
+    pytest.param((0, 1), (1, 0), "error: the mistake", marks=pytest.mark.slow),  # both find it, rank 0 1 s behind (torchrun looks every 0.1 s)
     ((1,), (0, 0), "error: rank 1: the mistake")])  # only rank 1 finds it: it says it, after the grace
 def test_a_mistake_found_under_torchrun_is_said_once(tmp_path, finders, delays, said):
     """The one-line error of a distributed run: torchrun kills every process once one exits with an
@@ -146,7 +146,7 @@ def test_a_mistake_found_under_torchrun_is_said_once(tmp_path, finders, delays, 
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [said], result.stderr[-2000:]
 
 
-def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
+def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path, monkeypatch):
     """run_info.json names the commit (the caller's TP_SYNC_COMMIT where given: a copy's git metadata
     can be stale) and the numerics class a contrast must not mix: device, host model, ISA, dtype as
     resolved, TF32, deterministic kernels."""
@@ -172,8 +172,8 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path):
     assert resumed["numerics"] == info["numerics"] and [part["numerics"]["host"] for part in resumed["earlier_parts"]] == ["another CPU"]
     assert resumed["earlier_parts"][0]["started"] == info["started"]
     given = tmp_path / "given"
-    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True",
-                     env={"TP_SYNC_COMMIT": "f" * 40}).returncode == 0
+    monkeypatch.setenv("TP_SYNC_COMMIT", "f" * 40)  # read by the run (checkpoint.describe_run): in this process too
+    assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True").returncode == 0
     info = json.load(open(given / "run_info.json"))
     assert (info["git_commit"], info["git_commit_from"]) == ("f" * 40, "caller") and info["numerics"]["deterministic"]
 
