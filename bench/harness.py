@@ -133,14 +133,14 @@ def _here(target, args, as_module=False):
     return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
 
 
-def torchrun(nproc, *args, env=None, timeout=600):
+def torchrun(nproc, *args, env=None, timeout=600, launcher=False):
     """train.py under torchrun on this machine: nproc processes. In the tests (IN_PROCESS) without an env of
     their own, the ranks are forked from a server that imported torch once (ranks_here); a run with an env
-    (an injected fault that kills or hangs a rank) and a test of torchrun's own reports launch torchrun."""
+    (an injected fault that kills or hangs a rank) and `launcher=True` (a test of the launch itself) run torchrun."""
     # A collective hung for 5 minutes fails the run with the collective's own line (the caller's
     # --dist_timeout_s, later in args, wins) before this 10-minute timeout kills it blind.
     args = ("--dist_timeout_s=300", *args)
-    if IN_PROCESS and not env:
+    if IN_PROCESS and not env and not launcher:
         return ranks_here(nproc, args, timeout)
     # --standalone: a rendezvous on a free local port, so concurrent launches do not collide.
     result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",

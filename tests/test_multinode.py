@@ -36,10 +36,13 @@ def two_agents(args, timeout=600):
     return [(agent.returncode, out, err) for agent, (out, err) in zip(agents, outputs)]
 
 
+# slow, both: the launch across agents is what they test (seven interpreter starts); every number of a
+# dist run is checked against sim in the fast tier (test_dist.py)
+@pytest.mark.slow
 def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=tp,parallel", "--tp_size=2", "--tp_mode=dist",
             *link_args(LINKS["bernoulli"])]
-    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}")
+    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as README says
     assert one.returncode == 0, one.stderr[-2000:]
     results = two_agents([*args, f"--out_dir={tmp_path / 'two'}"])
     for code, out, err in results:
@@ -52,13 +55,12 @@ def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
         assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
 
 
-# the fast tier keeps TP across two agents; pipeline stages across them: the slow tier
 @pytest.mark.slow
 def test_pipeline_stages_across_two_agents_equal_one_agent(char_data, tmp_path):
     """The README's pipeline launch across nodes: one stage per "node" (pp=2, `sim` TP inside each)."""
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=spd,parallel", "--tp_size=2", "--pp_size=2",
             "--pp_split=4", "--gradient_accumulation_steps=2", *link_args(LINKS["bernoulli"])]
-    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}")
+    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as README says
     assert one.returncode == 0, one.stderr[-2000:]
     results = two_agents([*args, f"--out_dir={tmp_path / 'two'}"])
     for code, out, err in results:
