@@ -2,7 +2,7 @@
 Label accuracy of a classification fine-tune (MNLI: data/mnli/prepare.py): the model reads a prompt
 ending in "Answer:" and its next-token logits at that position choose among the label words.
 
-    label_sets = load(data_dir)          # {} for a dataset without label sets: nothing changes for it
+    label_sets = load(data_dir, dataset) # {} for a dataset without label sets: nothing changes for it
     metrics = label_metrics(train_step, label_sets, n_examples, batch_size, block_size, device)
     # {"val_matched_label_accuracy": ..., "val_matched_label_loss": ..., "val_mismatched_...": ...}
 
@@ -12,28 +12,39 @@ fine-tune trains); the accuracy is the choice among the label words only.
 
 import json
 import os
+import zipfile
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from data.common import PrepareError
+
 PAD = 50256  # <|endoftext|>: what the prompts are padded with (never read: the model is causal)
 
 
-def load(data_dir):
+def load(data_dir, dataset=""):
     """name -> dict(tokens (N, W) int32, answer_pos (N,), label (N,), label_ids (3,)) for each
-    <name>.npz next to labels.json; {} where the dataset has no labels.json."""
-    path = os.path.join(data_dir, "labels.json")
+    <name>.npz next to labels.json; {} where the dataset has no labels.json (mnli must have one, and
+    val_matched.npz beside it). PrepareError (one line) for a missing or unreadable file."""
+    path, again = os.path.join(data_dir, "labels.json"), f"run python data/{dataset or 'mnli'}/prepare.py again"
     if not os.path.exists(path):
+        if dataset == "mnli":  # the label metrics a fine-tune's config promises: never silently none
+            raise PrepareError(f"{path} not found: {again}")
         return {}
-    with open(path) as f:
-        label_ids = np.array(json.load(f)["token_ids"], dtype=np.int64)
-    sets = {}
-    for name in ("val_matched", "val_mismatched"):
-        file = os.path.join(data_dir, f"{name}.npz")
-        if os.path.exists(file):
-            with np.load(file) as arrays:
-                sets[name] = dict({k: arrays[k] for k in ("tokens", "answer_pos", "label")}, label_ids=label_ids)
+    sets, file = {}, path
+    try:
+        with open(path) as f:
+            label_ids = np.array(json.load(f)["token_ids"], dtype=np.int64)
+        for name in ("val_matched", "val_mismatched"):
+            file = os.path.join(data_dir, f"{name}.npz")
+            if os.path.exists(file):
+                with np.load(file) as arrays:
+                    sets[name] = dict({k: arrays[k] for k in ("tokens", "answer_pos", "label")}, label_ids=label_ids)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # a cut-off or foreign file
+        raise PrepareError(f"{file} is not readable ({type(e).__name__}: {e}): {again}")
+    if "val_matched" not in sets:
+        raise PrepareError(f"{os.path.join(data_dir, 'val_matched.npz')} not found beside {path}: {again}")
     return sets
 
 

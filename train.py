@@ -176,11 +176,11 @@ ctx = nullcontext() if dtype == "float32" else torch.amp.autocast(device_type=de
 data_dir = data_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", dataset)
 try:
     meta = read_prepared(data_dir, dataset, block_size)  # meta.pkl of a char-level dataset, else {}
+    label_sets = label_eval.load(data_dir, dataset)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
 except PrepareError as e:
     faults.fail(e)
 meta_vocab_size = meta.get("vocab_size")
 get_batch = Batches(data_dir, batch_size, block_size, seed, dp_rank, device, gradient_accumulation_steps)  # (split, step, micro)
-label_sets = label_eval.load(data_dir)  # MNLI's prompts and labels (data/mnli/prepare.py); {} for other datasets
 
 # model
 iter_num, best_val_loss, skipped_steps = 0, 1e9, 0

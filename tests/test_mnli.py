@@ -101,6 +101,7 @@ def test_prepare_writes_prompts_labels_and_tokens(tmp_path):
 
 def test_prepare_cuts_long_premises_from_their_start(tmp_path):
     src, out = mnli_dir(tmp_path / "glue"), tmp_path / "out"
+    assert prepare("--input", str(src), "--out_dir", str(out)).returncode == 0  # an earlier val_mismatched.npz there
     long = [("one two three four five six seven eight nine ten " * 3 + "The end.", "It ends.", "entailment")]
     write_tsv(src / "dev_matched.tsv", long + examples(4, 1))
     result = prepare("--input", str(src / "train.tsv"), str(src / "dev_matched.tsv"), "--out_dir", str(out),
@@ -124,6 +125,18 @@ def test_prepare_errors_are_one_line(tmp_path):
     assert_one_line_error(prepare("--input", str(tmp_path / "bad")), "train.jsonl line 2")
     (tmp_path / "notes.tsv").write_text("a\tb\n")
     assert_one_line_error(prepare("--input", str(tmp_path / "notes.tsv")), "cannot tell its split")
+    # a label that is neither a class nor unlabelled is named, not dropped as unlabelled
+    (tmp_path / "bad" / "train.jsonl").unlink()
+    write_tsv(tmp_path / "bad" / "train.tsv", examples(3, 0) + [("a", "b", "yes")])
+    assert_one_line_error(prepare("--input", str(tmp_path / "bad")), "train.tsv line 5", "label 'yes'")
+    (tmp_path / "bad" / "train.tsv").unlink()
+    with open(tmp_path / "bad" / "train.jsonl", "w") as f:  # a float from a dataframe export
+        f.write(json.dumps({"premise": "a", "hypothesis": "b", "label": 1.0}) + "\n")
+    assert_one_line_error(prepare("--input", str(tmp_path / "bad")), "train.jsonl line 1", "label 1.0")
+    # a test split is refused wherever "test" is in its name (a hub export's mnli_test_matched.jsonl)
+    write_jsonl(tmp_path / "mnli_test_matched.jsonl", examples(2, 0))
+    assert_one_line_error(prepare("--input", str(src / "train.tsv"), str(tmp_path / "mnli_test_matched.jsonl"),
+                                  "--out_dir", str(tmp_path / "o")), "test split")
     # no local files and no hub: one line saying so and how to pass local files
     offline = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     assert_one_line_error(prepare("--out_dir", str(tmp_path / "o"), env=offline), "nyu-mll/glue", "--input DIR")
@@ -191,8 +204,25 @@ def test_prompts_longer_than_the_block_keep_their_end():
 
 
 def test_no_label_sets_for_other_datasets(tmp_path):
-    assert label_eval.load(str(tmp_path)) == {}
+    assert label_eval.load(str(tmp_path)) == {} == label_eval.load(str(tmp_path), "shakespeare_char")
     assert label_eval.label_metrics(None, {}, 8, 4, 8, "cpu") == {}
+
+
+def test_missing_or_cut_label_files_are_one_line_errors(tmp_path):
+    """mnli without labels.json, labels.json without val_matched.npz, a cut-off npz: a PrepareError naming
+    the file (train.py says it in one line), not a run without label metrics or a traceback at the first eval."""
+    from data.common import PrepareError
+    with pytest.raises(PrepareError, match="labels.json not found: run python data/mnli/prepare.py"):
+        label_eval.load(str(tmp_path), "mnli")
+    (tmp_path / "labels.json").write_text(json.dumps({"token_ids": LABEL_IDS}))
+    with pytest.raises(PrepareError, match="val_matched.npz not found beside"):
+        label_eval.load(str(tmp_path), "mnli")
+    (tmp_path / "val_matched.npz").write_bytes(b"PK\x03\x04 cut off")
+    with pytest.raises(PrepareError, match="val_matched.npz is not readable"):
+        label_eval.load(str(tmp_path), "mnli")
+    (tmp_path / "labels.json").write_text("{")
+    with pytest.raises(PrepareError, match="labels.json is not readable"):
+        label_eval.load(str(tmp_path), "mnli")
 
 
 def test_lossless_tp2_fine_tune_equals_tp1(tmp_path):

@@ -51,7 +51,7 @@ csv.field_size_limit(1 << 24)
 def split_of(path):
     """Which split a file holds, from its name (GLUE's and the hub's names)."""
     name = os.path.basename(path).lower()
-    if name.startswith("test"):
+    if "test" in name:  # test_matched.tsv, mnli_test_matched.jsonl: never read as a dev split
         raise PrepareError(f"--input {path!r} is a test split (no labels); give train / dev_matched / dev_mismatched")
     for needle, split in (("mismatched", "val_mismatched"), ("matched", "val_matched"), ("train", "train")):
         if needle in name:
@@ -66,7 +66,7 @@ def local_files(inputs):
     for item in inputs:
         if os.path.isdir(item):
             found = sorted(p for ext in ("tsv", "jsonl") for p in glob.glob(os.path.join(item, f"*.{ext}")))
-            paths += [p for p in found if not os.path.basename(p).lower().startswith("test")]
+            paths += [p for p in found if "test" not in os.path.basename(p).lower()]
         elif os.path.isfile(item):
             paths.append(item)
         else:
@@ -83,12 +83,18 @@ def local_files(inputs):
 
 
 def label_index(value):
-    """0/1/2 from the hub's int or GLUE's word; None for an unlabelled example ('-', -1, '')."""
-    if isinstance(value, str) and value.strip().lower() in CLASSES:
-        return CLASSES.index(value.strip().lower())
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
-    return value if isinstance(value, int) and 0 <= value < 3 else None
+    """0/1/2 from the hub's int or GLUE's word; None for an unlabelled example ('-', -1, '', null);
+    ValueError for anything else (1.0, "3", "yes": a label this script would otherwise drop unseen)."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text in CLASSES:
+        return CLASSES.index(text)
+    if text in ("-", "", "-1", -1, None):
+        return None
+    if isinstance(text, str) and text.isdigit():
+        text = int(text)
+    if isinstance(text, int) and not isinstance(text, bool) and 0 <= text < 3:
+        return text
+    raise ValueError(f"label {value!r} is none of {', '.join(CLASSES)}, 0-2, or unlabelled ('-', -1)")
 
 
 def read_file(path):
@@ -104,7 +110,11 @@ def read_file(path):
             for n, row in enumerate(rows, 2):
                 if len(row) <= max(cols):
                     raise PrepareError(f"{path} line {n}: {len(row)} columns, the header has {len(header)}")
-                yield row[cols[0]], row[cols[1]], label_index(row[cols[2]])
+                try:
+                    label = label_index(row[cols[2]])
+                except ValueError as e:
+                    raise PrepareError(f"{path} line {n}: {e}")
+                yield row[cols[0]], row[cols[1]], label
         return
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -112,11 +122,15 @@ def read_file(path):
                 continue
             try:
                 rec = json.loads(line)
-                yield (rec["premise"] if "premise" in rec else rec["sentence1"],
-                       rec["hypothesis"] if "hypothesis" in rec else rec["sentence2"],
-                       label_index(rec["label"] if "label" in rec else rec["gold_label"]))
+                example = (rec["premise"] if "premise" in rec else rec["sentence1"],
+                           rec["hypothesis"] if "hypothesis" in rec else rec["sentence2"],
+                           rec["label"] if "label" in rec else rec["gold_label"])
             except (ValueError, KeyError, TypeError) as e:
                 raise PrepareError(f"{path} line {n}: not a JSON object with premise, hypothesis and label ({e})")
+            try:
+                yield example[0], example[1], label_index(example[2])
+            except ValueError as e:
+                raise PrepareError(f"{path} line {n}: {e}")
 
 
 def hub_examples():
@@ -216,6 +230,9 @@ def main(argv=None):
         print(f"{name}: {len(rendered[split]):,} {split} examples, {len(ids):,} tokens")
     for split in ("val_matched", "val_mismatched"):
         if not rendered.get(split):
+            stale = os.path.join(out, f"{split}.npz")
+            if os.path.exists(stale):  # an earlier prepare's: training would report it as this data's
+                os.remove(stale)
             print(f"{split}: no examples given, no {split}.npz")
             continue
         arrays = label_set(rendered[split])
