@@ -236,13 +236,16 @@ def main(argv=None):
             print(f"{split}: no examples given, no {split}.npz")
             continue
         arrays = label_set(rendered[split])
-        np.savez(os.path.join(out, f"{split}.npz"), **arrays)
+        with open(os.path.join(out, f"{split}.npz.tmp"), "wb") as f:  # renamed when whole, as write_tokens does
+            np.savez(f, **arrays)
+        os.replace(os.path.join(out, f"{split}.npz.tmp"), os.path.join(out, f"{split}.npz"))
         counts = np.bincount(arrays["label"], minlength=3)
         print(f"{split}.npz: {len(arrays['label']):,} prompts, longest {arrays['tokens'].shape[1]} tokens, "
               f"mean {arrays['answer_pos'].mean() + 1:.1f}; labels {dict(zip(CLASSES, counts.tolist()))}")
-    with open(os.path.join(out, "labels.json"), "w") as f:
+    with open(os.path.join(out, "labels.json.tmp"), "w") as f:
         json.dump({"classes": list(CLASSES), "words": list(WORDS), "token_ids": renderer.label_ids,
                    "template": TEMPLATE}, f, indent=1)
+    os.replace(os.path.join(out, "labels.json.tmp"), os.path.join(out, "labels.json"))
     print(f"labels: {dict(zip(CLASSES, WORDS))} = token ids {renderer.label_ids}; --max_len={args.max_len}: "
           f"{renderer.truncated:,} premises cut from their start, {renderer.dropped:,} examples dropped, "
           f"{renderer.unlabelled:,} unlabelled skipped -> {out}")
