@@ -43,7 +43,7 @@ class SyncCounter:
         self.comm_seconds = 0.0  # wall time inside collectives, when the comm's `timing` is on
         self.recomputed = 0  # syncs run again by activation checkpointing (not sync points: `dist` repeats the traffic)
         self.host = np.zeros(FIRST_SLOT + len(self.slots), dtype=np.int64)
-        if self.traced is not None:
+        if self.in_graph:  # an eager run launches no kernel here either
             self.traced.zero_()
 
     def add(self, point, nbytes, forward, backward, hidden=0, device=None, hidden_bwd=0):
