@@ -134,6 +134,11 @@ def test_prepare_errors_are_one_line(tmp_path):
         f.write(json.dumps({"premise": "a", "hypothesis": "b", "label": 1.0}) + "\n")
     assert_one_line_error(prepare("--input", str(tmp_path / "bad")), "train.jsonl line 1", "label 1.0")
     # a test split is refused wherever "test" is in its name (a hub export's mnli_test_matched.jsonl)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mnli_prepare", os.path.join(ROOT, "data", "mnli", "prepare.py"))
+    mnli_prepare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mnli_prepare)
+    assert mnli_prepare.split_of("latest_dev_matched.tsv") == "val_matched"  # "test" inside a word is no test split
     write_jsonl(tmp_path / "mnli_test_matched.jsonl", examples(2, 0))
     assert_one_line_error(prepare("--input", str(src / "train.tsv"), str(tmp_path / "mnli_test_matched.jsonl"),
                                   "--out_dir", str(tmp_path / "o")), "test split")

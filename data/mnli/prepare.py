@@ -31,6 +31,7 @@ import csv
 import glob
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -48,10 +49,15 @@ HUB_SPLITS = {"train": "train", "val_matched": "validation_matched", "val_mismat
 csv.field_size_limit(1 << 24)
 
 
+def is_test(name):
+    """'test' as a word of a file name (test_matched, mnli-test.jsonl), not inside one (latest_train)."""
+    return re.search(r"(^|[^a-z])test([^a-z]|$)", name) is not None
+
+
 def split_of(path):
     """Which split a file holds, from its name (GLUE's and the hub's names)."""
     name = os.path.basename(path).lower()
-    if "test" in name:  # test_matched.tsv, mnli_test_matched.jsonl: never read as a dev split
+    if is_test(name):  # test_matched.tsv, mnli_test_matched.jsonl: never read as a dev split
         raise PrepareError(f"--input {path!r} is a test split (no labels); give train / dev_matched / dev_mismatched")
     for needle, split in (("mismatched", "val_mismatched"), ("matched", "val_matched"), ("train", "train")):
         if needle in name:
@@ -66,7 +72,7 @@ def local_files(inputs):
     for item in inputs:
         if os.path.isdir(item):
             found = sorted(p for ext in ("tsv", "jsonl") for p in glob.glob(os.path.join(item, f"*.{ext}")))
-            paths += [p for p in found if "test" not in os.path.basename(p).lower()]
+            paths += [p for p in found if not is_test(os.path.basename(p).lower())]
         elif os.path.isfile(item):
             paths.append(item)
         else:
