@@ -164,15 +164,14 @@ def ranks_here(nproc, args, timeout=600):
     CompletedProcess as torchrun's, for the tests."""
     import multiprocessing
     import multiprocessing.connection
-    import socket
     import tempfile
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(RANK_PRELOAD)  # imported once, when the server starts
-    with socket.socket() as probe:  # a free port for the rendezvous, as --standalone picks one
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    # The rendezvous store lives here, as torchrun's agent hosts it, not in rank 0: a rank 0 that exits
+    # first (faults.fail) must not take the store its peers are still reading from.
+    store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     with tempfile.TemporaryDirectory() as logs:
-        ranks = [context.Process(target=_rank_main, args=(rank, nproc, port, args, logs)) for rank in range(nproc)]
+        ranks = [context.Process(target=_rank_main, args=(rank, nproc, store.port, args, logs)) for rank in range(nproc)]
         for process in ranks:
             process.start()
         deadline, code = time.monotonic() + timeout, 0
@@ -194,7 +193,8 @@ def ranks_here(nproc, args, timeout=600):
 def _rank_main(rank, world, port, args, logs):
     """One rank (ranks_here's child): its environment, its files as fd 1 and 2, train.py as __main__."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                      GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+                      GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                      TORCHELASTIC_USE_AGENT_STORE="True")
     for fd, kind in ((1, "out"), (2, "err")):
         os.dup2(os.open(os.path.join(logs, f"{rank}.{kind}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
     sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))
