@@ -66,12 +66,21 @@ def install(model, rank, current_iter):
         block.forward = forward_with_an_extra_sync
 
 
+# What a collective says when its peer is gone (lower case): gloo's transport, NCCL's remote and
+# system errors, an aborted communicator, a timed-out wait. An NCCL "invalid usage" or a CUDA error in
+# a collective is a bug of this process and keeps its traceback.
+PEER_GONE = ("gloo/transport", "timed out", "timeout", "closed by peer", "connection reset", "broken pipe",
+             "remote process exit", "network error", "ncclremoteerror", "remote peer", "communicator was aborted")
+
+
 def report_failed_collectives(rank, timeout_s):
-    """Make a failed collective (a peer died, or hung past the timeout) end this process with one
-    line on stderr instead of a traceback. Other exceptions keep their traceback."""
+    """Make a collective that failed because a peer died, or hung past the timeout, end this process with
+    one line on stderr instead of a traceback. Other exceptions keep their traceback."""
     def hook(kind, value, traceback):
         text = str(value)
-        if isinstance(value, getattr(dist, "DistError", ())) or "gloo" in text or "NCCL" in text:
+        from_a_collective = isinstance(value, dist.DistError) or "gloo" in text or "NCCL" in text
+        if isinstance(value, (dist.DistNetworkError, dist.DistStoreError)) or \
+                from_a_collective and any(sign in text.lower() for sign in PEER_GONE):
             first = text.strip().splitlines()[0][-160:] if text.strip() else kind.__name__
             sys.stderr.write(f"error: rank {rank}: a collective failed, another rank died or hung "
                              f"(dist_timeout_s={timeout_s}): {first}\n")

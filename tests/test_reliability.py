@@ -118,6 +118,36 @@ def test_a_dead_or_hung_rank_ends_the_run_in_bounded_time(char_data, tmp_path, f
         assert "error: rank 0: a collective failed, another rank died or hung (dist_timeout_s=15)" in result.stderr
 
 
+# Each text as torch raises it (gloo's two measured here with torch 2.13; NCCL's from its messages).
+PEER_LOST = ["[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete",
+             "[third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:30628. This is typically caused by a remote worker crashing.",
+             "NCCL error in: ProcessGroupNCCL.cpp:1971, remote process exited or there was a network error, NCCL version 2.21.5\nncclRemoteError: A call failed"]
+A_BUG = ["NCCL error in: ProcessGroupNCCL.cpp:1971, invalid usage (run with NCCL_DEBUG=WARN for details)\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+         "CUDA error: an illegal memory access was encountered (NCCL kernel)", "gloo does not support the dtype Float8_e4m3fn"]
+
+
+@pytest.mark.parametrize("kind, text", [*((RuntimeError, t) for t in PEER_LOST), *((torch.distributed.DistBackendError, t) for t in PEER_LOST[2:]),
+                                        (torch.distributed.DistNetworkError, "failed to recv, got 0 bytes"),
+                                        *((RuntimeError, t) for t in A_BUG), (torch.distributed.DistBackendError, A_BUG[0]),
+                                        (ValueError, "a plain mistake that says timeout")])
+def test_only_a_lost_peer_ends_a_rank_with_the_one_line(monkeypatch, capsys, kind, text):
+    """A failed collective is one line when a peer died or hung; any other error, an NCCL misuse
+    included, keeps its traceback (a bug of this process, not of its peer)."""
+    import faults
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored after the test
+    monkeypatch.setattr(sys, "__excepthook__", lambda *a: print("traceback", file=sys.stderr))
+    monkeypatch.setattr(os, "_exit", lambda code: sys.exit(f"exit {code}"))
+    faults.report_failed_collectives(3, 15)
+    try:
+        sys.excepthook(kind, kind(text), None)
+    except SystemExit as end:
+        print(end.code, file=sys.stderr)
+    lost = kind is torch.distributed.DistNetworkError or text in PEER_LOST
+    first = text.splitlines()[0][-160:]
+    expected = f"error: rank 3: a collective failed, another rank died or hung (dist_timeout_s=15): {first}\nexit 1\n"
+    assert capsys.readouterr().err == (expected if lost else "traceback\n")
+
+
 MISTAKE = """
 import os, sys, time
 import torch.distributed as dist
