@@ -78,6 +78,7 @@ def label_metrics(train_step, label_sets, n_examples, batch_size, block_size, de
         return {}  # a dataset without label sets: its evals are what they were
     out = {}
     train_step.module.eval()
+    train_step.model.head_float32 = True  # the label logits in float32: under bf16 close ones tie (model.py)
     with train_step.comm.evaluating(lossy=lossy):
         for name, label_set in label_sets.items():
             n = min(n_examples, len(label_set["label"]))
@@ -106,4 +107,5 @@ def label_metrics(train_step, label_sets, n_examples, batch_size, block_size, de
             out[f"{name}_label_accuracy"] = totals[1].item() / totals[2].item()
             out[f"{name}_label_loss"] = totals[0].item() / totals[2].item()
     train_step.module.train()
+    train_step.model.head_float32 = False
     return out

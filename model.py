@@ -224,6 +224,7 @@ class GPT(nn.Module):
         self.set_block_types(config.block_types)  # its counts; refused with sequence parallelism if it has ladder
         self.activation_checkpointing = False  # True: recompute each block in the backward (train.py's key)
         self.moe_aux_loss_coef = 0.01  # the weight of each block's load-balancing loss in training (train.py's key)
+        self.head_float32 = False  # True: the LM head in float32 under autocast (label_eval.py's label choice)
         self.whole_num_params = None  # set by keep_stage on a pipeline stage
         points = [f"h{i}.{name}" for i in range(config.n_layer) for name in ("in", "attn", "mlp")] + ["exit"]
         self.comm.counter.lay_out(points, self.lm_head.weight.device)  # every possible sync point
@@ -367,7 +368,11 @@ class GPT(nn.Module):
         if d is not None:
             b = self.comm.sync(b, d, "exit")
         x = self.comm.normed(self.transformer.ln_f, b)  # (Rb, B, L, C)
-        return self.lm_head(x[:, :, [-1], :] if last_only else x)
+        x = x[:, :, [-1], :] if last_only else x
+        if self.head_float32:  # bf16 logits keep 8 bits: close label words would tie, and argmax takes the first
+            with torch.autocast(x.device.type, enabled=False):
+                return F.linear(x.float(), self.lm_head.weight.float())
+        return self.lm_head(x)
 
     def loss(self, logits, targets):
         """Each rank's mean cross-entropy, averaged over ranks (equal token counts); `dist`: over the

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 import label_eval
 from bench.harness import records, run, run_script, run_train
 from conftest import ROOT, assert_one_line_error
+from model import GPT, GPTConfig
 from step import Grid
 
 sys.path.insert(0, os.path.join(ROOT, "data"))
@@ -164,10 +166,11 @@ class StubStep:
     def __init__(self, predictions, vocab=16, label_ids=(3, 5, 7)):
         self.predictions, self.vocab, self.label_ids = predictions, vocab, label_ids
         self.module, self.grid, self.reports, self.calls = torch.nn.Linear(1, 1), Grid(), True, []
-        self.comm = self
+        self.comm, self.model = self, types.SimpleNamespace(head_float32=False)
         self.evaluating = lambda lossy=False: contextlib.nullcontext()
 
     def evaluate(self, X, Y):
+        assert self.model.head_float32  # the label logits are float32 ones (model.py)
         self.calls.append((X.clone(), Y.clone()))
         logits = torch.zeros(*X.shape, self.vocab)
         for b, example in enumerate((X[:, 0] - 100).tolist()):
@@ -196,9 +199,31 @@ def test_label_metrics_counts_real_examples_only():
     X, Y = step.calls[1]
     assert (Y[1:] == -1).all()  # the copies score nothing
     assert Y[0].tolist() == [-1] * 4 + [5] + [-1] * 3  # example 4: its label's token at its answer position
+    assert not step.model.head_float32  # training and the other evals keep the autocast head
     # the first n_examples only, the same at every eval
     again = label_eval.label_metrics(StubStep(predictions), {"val_matched": prompts_5}, 2, 4, 8, "cpu")
     assert again["val_matched_label_accuracy"] == 1.0
+
+
+def test_under_bf16_the_label_logits_are_float32_and_do_not_tie():
+    """Three label words whose head rows differ below bf16's 8 bits: the autocast head gives them one
+    logit (argmax would always choose the first), the label eval's float32 head orders them."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=8, vocab_size=37, n_layer=2, n_head=4, n_embd=32, tp_size=2, block_types="spd")).eval()
+    with torch.no_grad():  # rows 3, 5, 7: a bf16 row scaled by 1, 1 + 2^-12, 1 + 2^-11 (within half a bf16 step)
+        model.lm_head.weight[3] = model.lm_head.weight[3].bfloat16().float()
+        model.lm_head.weight[[5, 7]] = model.lm_head.weight[3] * torch.tensor([[1 + 2 ** -12], [1 + 2 ** -11]])
+    X = torch.randint(8, 37, (4, 8))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        tied, _ = model(X)
+        model.head_float32 = True
+        apart, _ = model(X)
+    assert tied.dtype == torch.bfloat16 and apart.dtype == torch.float32
+    assert (tied[..., 3] == tied[..., 5]).all() and (tied[..., 5] == tied[..., 7]).all()
+    z = apart[..., 3]  # a positive logit grows with the row's scale, a negative one shrinks
+    up = torch.where(z > 0, 1.0, -1.0)
+    assert ((apart[..., 7] - apart[..., 5]) * up > 0).all() and ((apart[..., 5] - apart[..., 3]) * up > 0).all()
+    assert torch.allclose(apart, tied.float(), rtol=2 ** -7, atol=2 ** -6)  # the same head, more bits
 
 
 def test_prompts_longer_than_the_block_keep_their_end():
