@@ -77,6 +77,42 @@ def test_the_slope_is_the_least_squares_fit_on_log2_width(tmp_path):
     assert "| 1comm | 2 | 64: +0.0400, 128: +0.0200 | -0.0200" in result.stdout
 
 
+def lack_of_fit_by_projection(points):
+    """The costs' distance from every line, computed apart from slope.lack_of_fit: project the widths' means onto
+    the directions no line can produce (the null space of the design's transpose) and measure that projection
+    in its own covariance, diag(se^2) seen through it: chi-square on widths - 2 degrees of freedom for a line."""
+    import numpy as np
+    from scipy.linalg import null_space
+    x = np.log2([p[0] for p in points])
+    y, se = np.array([p[1] for p in points]), np.array([p[2] for p in points])
+    away = null_space(np.column_stack([np.ones_like(x), x]).T)  # (widths, widths - 2)
+    z = away.T @ y
+    return float(z @ np.linalg.solve(away.T @ np.diag(se ** 2) @ away, z)), away.shape[1]
+
+
+def test_a_trend_is_claimed_only_where_the_costs_lie_on_a_line():
+    """Three or more widths: the lack-of-fit statistic is the costs' covariance-weighted distance from a line
+    (checked against a projection onto what no line can fit), read on F(widths - 2, fewest seeds - 1); where it
+    rejects, the verdict claims no trend however small the slope's p. Two widths: not tested (any line fits)."""
+    line = [(64, 0.04, 0.005, 12), (128, 0.03, 0.01, 12), (512, 0.01, 0.004, 10)]  # 0.04 - 0.01 per doubling
+    bent = [(64, 0.16, 0.019, 12), (128, 0.29, 0.034, 10), (512, -0.01, 0.0024, 12)]  # up, then down
+    for points in (line, bent, [(64, 0.02, 0.01, 8), (128, 0.05, 0.02, 8), (256, 0.01, 0.01, 8), (512, 0.03, 0.005, 8)]):
+        found = slope.lack_of_fit(points)
+        q, df = lack_of_fit_by_projection(points)
+        fewest = min(p[3] for p in points) - 1
+        assert found["lack_of_fit"] == pytest.approx(q, rel=1e-9, abs=1e-12) and found["lack_of_fit_df"] == df
+        assert found["lack_of_fit_p"] == pytest.approx(scipy_stats.f.sf(q / df, df, fewest), rel=1e-9)
+    assert slope.lack_of_fit(line)["lack_of_fit"] == pytest.approx(0, abs=1e-12)
+    assert slope.lack_of_fit(line)["lack_of_fit_p"] == pytest.approx(1)
+    assert slope.lack_of_fit(bent)["lack_of_fit_p"] < 1e-3
+    assert slope.lack_of_fit(line[:2]) == dict(lack_of_fit=None, lack_of_fit_df=None, lack_of_fit_p=None)
+    shrinking = dict(slope=-0.07, p_holm=1e-8)
+    assert slope.verdict(dict(shrinking, **slope.lack_of_fit(bent))).startswith("not a line")
+    assert slope.verdict(dict(shrinking, **slope.lack_of_fit(line))) == "resolved: the cost shrinks with width"
+    assert slope.verdict(dict(shrinking, **slope.lack_of_fit(line[:2]))) == "resolved: the cost shrinks with width"
+    assert slope.verdict(dict(slope=0.01, p_holm=0.2, **slope.lack_of_fit(line))) == "unresolved"
+
+
 def test_the_power_is_the_z_tests_at_holms_first_step():
     se = power.slope_se(0.02, 8, [64, 128, 256])
     assert se == pytest.approx(0.02 / math.sqrt(8 * 2))
@@ -301,7 +337,14 @@ def test_each_committed_slope_is_what_the_run_logs_give(fit):
         ps.append(p)
     for record, adjusted in zip(records, multipletests(ps, method="holm")[1]):
         assert record["p_holm"] == pytest.approx(adjusted, rel=1e-3)
-        assert record["verdict"] == ("unresolved" if adjusted >= 0.05 else "resolved: the cost " +
+        points = list(zip(record["widths"], ys, [math.sqrt(v) for v in vs], ns))  # from the run logs
+        bent = False
+        if len(points) > 2:
+            q, df = lack_of_fit_by_projection(points)
+            assert record["lack_of_fit"] == pytest.approx(q, rel=1e-6)
+            bent = scipy_stats.f.sf(q / df, df, min(record["n"]) - 1) < 0.05
+        assert record["verdict"] == ("not a line: the cost does not change by the same amount with each doubling" if bent else
+                                     "unresolved" if adjusted >= 0.05 else "resolved: the cost " +
                                      ("grows" if record["slope"] > 0 else "shrinks") + " with width")
 
 
@@ -391,6 +434,9 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     for row in rows512:
         row.update(widths=[64, 128, 512], costs=row["costs"][:1] + [0.0077] + row["costs"][1:])
     rows512[2].update(verdict="resolved: the cost shrinks with width", slope=-0.0066)
+    for row in rows512:
+        row.update(lack_of_fit=1.0, lack_of_fit_df=1, lack_of_fit_p=0.5)
+    rows512[3].update(verdict="not a line: the cost does not change by the same amount with each doubling", lack_of_fit_p=0.0004)
     scale["family_slope_512"] = {row["name"]: row for row in rows512}
     import json
     scale["frontier_w128"] = {"frontier": json.loads(json.dumps(scale["frontier_w64"]["frontier"]).replace("w64_", "w128_"))}
@@ -422,7 +468,10 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     assert "--width 512=bench/studies/scale/w512/experiment_summary.csv" in beside and "family_slope_512.json" in beside
     r = rows512[2]
     assert f"| 5comm | {r['costs'][0]:+.4f} | +0.0077 | {r['costs'][2]:+.4f} | -0.0066 [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] |" in beside
-    assert "Over n_embd 64, 128 and 512 (exploratory: the verdicts as the tool reads them, no claim): the cost of 5comm and ladder shrinks in this fit" in beside
+    assert "Over n_embd 64, 128 and 512 (exploratory: the verdicts as the tool reads them, no claim): the cost of 5comm shrinks in this fit" in beside
+    # three widths: whether the costs lie on a line is tested, and a bent setting gets no trend
+    assert "| lack of fit p |" in beside and "| lack of fit p |" not in fit and "| 0.0004 | not a line" in beside
+    assert "the costs of ladder do not lie on one line\n(they do not change by the same amount with each doubling), so no trend is read from its slope." in beside
     assert "Two widths fit any line" not in beside and "inside the widths fitted" not in beside
     missing = text.split("## Missing")[1]
     assert "n_embd 128, " not in missing and "--width 256=bench/studies/scale/w256/experiment_summary.csv" in missing
@@ -435,3 +484,8 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     first = [line for line in render.render_template("bench/templates/results_answers.md.j2", data=data).splitlines()
              if line.startswith("| Does it hold as the model grows?")]
     assert len(first) == 1 and "shrinks for 1comm, ladder; grows for 2comm; unresolved for 5comm, half." in first[0]
+    # a fit over three widths or more in the planned file (a later planned follow-up): a bent cost is named, no trend read
+    scale["family_slope"]["24comm/drop5"]["verdict"] = rows512[3]["verdict"]
+    readme = " ".join(render.render_template("bench/templates/readme_findings.md.j2", data=data).split())
+    first = render.render_template("bench/templates/results_answers.md.j2", data=data)
+    assert "for 5comm (not a line)" in readme and "unresolved for half; not on one line for 5comm (no trend read)." in first

@@ -10,7 +10,9 @@ interval on Welch-Satterthwaite degrees of freedom from each width's seeds (plan
 standard errors are estimated, and a z test taking them as known rejects too often), and Holm runs over
 the planned family. Each
 setting's line is also read at GPT-2's width (`--at`, 768): the cost it predicts there with a 95%
-interval, an extrapolation wherever the widths fitted stop below it (reported, not tested).
+interval, an extrapolation wherever the widths fitted stop below it (reported, not tested). With three or
+more widths, whether the costs lie on one line is tested too (lack of fit); where they do not, the slope
+is an average of unlike changes and no trend is claimed from it.
 
     python -m bench.studies.scale.slope --width 64=bench/studies/scale/w64/experiment_summary.csv \\
         --width 128=bench/studies/scale/w128/experiment_summary.csv --width 256=... \\
@@ -75,6 +77,35 @@ def slope(points, at=768):
                 at_ci_low=at_cost - at_t * at_se, at_ci_high=at_cost + at_t * at_se)
 
 
+def lack_of_fit(points):
+    """points as slope's -> dict(lack_of_fit, lack_of_fit_df, lack_of_fit_p) for three or more widths, None-valued
+    for two (a line fits any two). The statistic is the weighted residual sum of squares of the line fitted with
+    weights 1 / se^2: chi-square on widths - 2 degrees of freedom if the costs lie on a line and the standard errors
+    were known. They are estimated from each width's seeds, so the statistic over its degrees of freedom is read
+    on an F distribution with the fewest seeds' n - 1 as the denominator's degrees of freedom, which asks more
+    of the evidence than the chi-square does."""
+    import numpy as np
+    from scipy import stats
+    if len(points) < 3:
+        return dict(lack_of_fit=None, lack_of_fit_df=None, lack_of_fit_p=None)
+    x = np.log2([p[0] for p in points])
+    y, se, n = (np.array([p[k] for p in points], dtype=float) for k in (1, 2, 3))
+    design, w = np.column_stack([np.ones_like(x), x]), 1 / se ** 2
+    coef = np.linalg.solve(design.T @ (w[:, None] * design), design.T @ (w * y))
+    q, df = float(np.sum(w * (y - design @ coef) ** 2)), len(points) - 2
+    return dict(lack_of_fit=q, lack_of_fit_df=df, lack_of_fit_p=float(stats.f.sf(q / df, df, int(n.min()) - 1)))
+
+
+def verdict(record):
+    """The reading of one fitted setting: a trend only where the slope survives Holm and the widths' costs lie
+    on a line (or there are only two widths, which any line fits)."""
+    if record["lack_of_fit_p"] is not None and record["lack_of_fit_p"] < 0.05:
+        return "not a line: the cost does not change by the same amount with each doubling"
+    if record["p_holm"] >= 0.05:
+        return "unresolved"
+    return "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--width", action="append", required=True, metavar="W=CSV",
@@ -96,19 +127,18 @@ def main():
         if len(points) < 2:
             sys.exit(f"error: {name}: a paired cost at {len(points)} width(s); a slope needs two or more")
         found.append(dict(name=name, widths=[p[0] for p in points], costs=[p[1] for p in points],
-                          ses=[p[2] for p in points], n=[p[3] for p in points], **slope(points, args.at)))
+                          ses=[p[2] for p in points], n=[p[3] for p in points], **slope(points, args.at), **lack_of_fit(points)))
     for record, adjusted in zip(found, holm([r["p"] for r in found])):
         record["p_holm"] = adjusted
-        record["verdict"] = ("unresolved" if adjusted >= 0.05 else
-                             "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width")
+        record["verdict"] = verdict(record)
     print(f"# cost (vs 24comm, same seed and width) on log2(width): least squares, widths weighted equally, t test with Welch-Satterthwaite "
-          f"degrees of freedom, Holm over {len(found)}")
-    print(f"| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | verdict | the line at {args.at} |")
-    print("| --- | --- | --- | --- | ---: | ---: | --- | --- |")
+          f"degrees of freedom, Holm over {len(found)}; lack of fit: the costs' weighted distance from a line, F test")
+    print(f"| setting | widths | cost per width | slope per doubling [95% CI] | p | Holm p | lack of fit p | verdict | the line at {args.at} |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |")
     for r in found:
         per_width = ", ".join(f"{w}: {m:+.4f}" for w, m in zip(r["widths"], r["costs"]))
         print(f"| {r['name']} | {len(r['widths'])} | {per_width} | {r['slope']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] "
-              f"| {r['p']:.2g} | {r['p_holm']:.2g} | {r['verdict']} "
+              f"| {r['p']:.2g} | {r['p_holm']:.2g} | {'-' if r['lack_of_fit_p'] is None else format(r['lack_of_fit_p'], '.2g')} | {r['verdict']} "
               f"| {r['at_cost']:+.4f} [{r['at_ci_low']:+.4f}, {r['at_ci_high']:+.4f}] |")
     if args.json:
         with open(args.json, "w") as f:
