@@ -1,17 +1,16 @@
 """
-Checkpoints: one file, written atomically, in the `sim` layout; resuming from it; and the
-other files a run leaves to continue and trace it (its log, run_info.json).
+Checkpoints: one file, written atomically, in the `sim` layout; resuming from it; and the other files a
+run leaves to continue and trace it (its log, run_info.json).
 
-Every sharded weight (and its AdamW moments) is stored with all TP ranks' shards
-stacked on the leading axis, as a `sim` model holds them; replicated weights once.
-A `dist` run gathers its shards into that layout before saving and cuts its own
-shard out when loading, so a checkpoint moves freely between the two modes: a
-`sim` run resumed in `dist` mode (or the other way round) continues the same run.
-The link models' states are stored per TP group, merged over the group's ranks. What
-differs between the modes (gathering shards, cutting one out, which link streams a process
-draws from) is asked of the execution mode's object (comms.py).
+Every sharded weight (and its AdamW moments) is stored with all TP ranks' shards stacked on the leading
+axis, as a `sim` model holds them; replicated weights once. A `dist` run gathers its shards into that layout
+before saving and cuts its own shard out when loading, so a checkpoint moves freely between the two modes: a
+`sim` run resumed in `dist` mode (or the other way round) continues the same run. The link models' states are
+stored per TP group, merged over the group's ranks. What differs between the modes (gathering shards, cutting
+one out, which link streams a process draws from) is asked of the execution mode's object (comms.py).
 """
 
+import collections
 import datetime
 import importlib.metadata
 import io
@@ -210,12 +209,9 @@ def _load_sharded(model, optimizer, model_state, optim_state, comm):
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias")  # and vocab_size: the weights decide them
 
 
-class Weights:
-    """Weights to start a new run from. dense: a tp_size=1 GPT's state dict (GPT.dense_state_dict's layout);
-    shape: SHAPE_KEYS + vocab_size; text: where they came from; checkpoint: the source checkpoint or None."""
-
-    def __init__(self, dense, shape, text, checkpoint=None):
-        self.dense, self.shape, self.text, self.checkpoint = dense, shape, text, checkpoint
+# Weights to start a new run from. dense: a tp_size=1 GPT's state dict (GPT.dense_state_dict's layout);
+# shape: SHAPE_KEYS + vocab_size; text: where they came from; checkpoint: the source checkpoint or None
+Weights = collections.namedtuple("Weights", "dense shape text checkpoint", defaults=(None,))
 
 
 def init_source(init_from):
@@ -347,24 +343,28 @@ def init_weights(weights, model, optimizer, comm, init_optimizer):
     return weights.text + "; optimizer state loaded"
 
 
+def read_log(log_path, error=ValueError):
+    """A JSON-lines log's records; a torn last line (killed mid-write, still writing) dropped, another an `error`."""
+    with open(log_path) as f:
+        lines = [line for line in f if line.strip()]
+    for n, line in enumerate(lines):
+        try:
+            lines[n] = json.loads(line)
+        except json.JSONDecodeError:
+            if n < len(lines) - 1:
+                raise error(f"{log_path}: line {n + 1} is not a JSON record") from None
+            lines.pop()  # the last: the loop ends here
+    return lines
+
+
 def start_log(log_path, resume_iter=None):
-    """A new run starts a new log. A resumed run keeps what the interrupted run logged before
-    the checkpoint's iteration and drops the rest, which this run does again."""
-    kept = []
-    if resume_iter is not None and os.path.exists(log_path):
-        with open(log_path) as f:
-            lines = [line for line in f if line.strip()]
-        for n, line in enumerate(lines):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # the interrupted run's last write, torn (disk full, power): dropped
-                if n == len(lines) - 1:
-                    break
-                raise SystemExit(f"error: {log_path}: line {n + 1} is not a JSON record; move the file aside to resume")
-            if record["iter"] < resume_iter:
-                kept.append(line if line.endswith("\n") else line + "\n")
+    """A new run starts a new log; a resumed one keeps the records before the checkpoint's iteration."""
+    try:
+        kept = read_log(log_path) if resume_iter is not None and os.path.exists(log_path) else []
+    except ValueError as e:
+        raise SystemExit(f"error: {e}; move the file aside to resume") from None
     with open(log_path + ".tmp", "w") as f:
-        f.writelines(kept)
+        f.writelines(json.dumps(record) + "\n" for record in kept if record["iter"] < resume_iter)
     os.replace(log_path + ".tmp", log_path)
 
 

@@ -110,7 +110,8 @@ def usage(defaults, script):
 
 
 def configure(defaults, argv, script="train.py"):
-    """Apply config files and --key=value overrides in argv to a copy of defaults.
+    """Apply config files, in their order, then --key=value overrides, in theirs, to a copy of defaults: an
+    override wins over every file, wherever it stands on the command line.
 
     Returns (config, explicit): the resulting dict and the set of keys that a
     file or the command line set (train.py uses it for defaults that depend on
@@ -120,7 +121,8 @@ def configure(defaults, argv, script="train.py"):
     if "--help" in argv or "-h" in argv:
         print(usage(defaults, script))
         sys.exit(0)
-    for arg in argv:
+    files_first = sorted(argv, key=lambda arg: arg.startswith("--"))  # stable: --help's order wherever they stand
+    for arg in files_first:
         if arg.startswith("--"):
             key, eq, raw = arg[2:].partition("=")
             if not eq or not key:
@@ -237,8 +239,18 @@ def check_train_config(config, given=()):
         raise ConfigError("optimizer='muon' with zero_stage=1 is not built (Muon's state is not sharded over "
                           "data-parallel ranks): use zero_stage=0 or optimizer='adamw'")
     check_device_name(config.get("device", "auto"))
+    if config.get("backend") == "nccl":
+        import torch.distributed  # only where NCCL is asked for: a CPU build of torch has none
+        if not torch.distributed.is_nccl_available():
+            raise ConfigError("backend='nccl' but this torch has no NCCL (a CPU build): use backend='gloo' or 'auto'")
     if "out_dir" in config and not config["out_dir"]:
         raise ConfigError("out_dir='' names no directory: give the run's directory, e.g. --out_dir=out-mine")
+    if config.get("out_dir") and os.path.exists(config["out_dir"]) and not os.path.isdir(config["out_dir"]):
+        raise ConfigError(f"out_dir={config['out_dir']!r} is a file, not a directory: name the run's directory")
+    for key, idle in (("sync_fraction", 1.0), ("sync_dtype", "")) if config.get("tp_size") == 1 else ():
+        if config.get(key, idle) != idle:  # one rank has no sync to shrink: said, never ignored
+            raise ConfigError(f"{key}={config[key]!r} does nothing with tp_size=1 (no sync): set tp_size > 1 or "
+                              f"leave {key} at its default ({idle!r})")
     if config.get("init_optimizer") and config.get("init_from") == "scratch":
         raise ConfigError("init_optimizer=True takes the AdamW state of init_from's checkpoint: init_from='scratch' "
                           "has none (set init_from to a checkpoint, or init_optimizer=False)")

@@ -35,7 +35,8 @@ def find(aggregates, name):
             return found[0]
         if len(found) > 1:
             raise SummaryError(f"setting {name!r} is ambiguous: {', '.join(a['_name'] for a in found)}")
-    raise SummaryError(f"no setting {name!r} among these runs; settings: {', '.join(sorted(a['_name'] for a in aggregates))}")
+    names = ", ".join(sorted(a["_name"] for a in aggregates)) or "none (no run has the result.json bench.sweep writes at its end)"
+    raise SummaryError(f"no setting {name!r} among these runs; settings: {names}")
 
 
 def family(aggregates, contrasts, tost=None):

@@ -188,6 +188,9 @@ def main():
     unfinished = sum(r["status"] != "done" for r in rows)
     print(f"summary: {len(rows)} runs ({unfinished} unfinished), {len(aggregates)} settings -> {out}: "
           f"{', '.join(written)}")
+    if unfinished:  # a plain train.py run is one too: bench.sweep writes result.json (its config and setting) at the end
+        print(f"unfinished: a run without result.json, which bench.sweep writes when a run ends; the {unfinished} are "
+              f"listed, not aggregated")
     for floor in floors:
         print(f"noise floor, {floor['tp']} - {floor['dense']} (same seed, {floor['n']} seeds, iter {floor['iters']}): "
               f"mean {floor['mean']:+.4f}, std {fmt(floor['std'], '.4f')}, range [{floor['min']:+.4f}, "

@@ -1,9 +1,8 @@
 """
-The summary of a study's runs, as a library: each run directory read into a row, one aggregate
-row per setting (mean, std, n over seeds), every setting paired seed by seed with a reference
-setting, the noise floor and the iterations to a target. `python -m bench.summarize` is its
-command line (the CSV and the plots); bench/time_to_target.py and the tests use the functions
-here, and the statistics come from bench/stats.py.
+The summary of a study's runs, as a library: each run directory read into a row, one aggregate row per
+setting (mean, std, n over seeds), every setting paired seed by seed with a reference setting, the noise
+floor and the iterations to a target. `python -m bench.summarize` is its command line (the CSV and the
+plots); bench/time_to_target.py and the tests use the functions here, the statistics bench/stats.py's.
 
 A block_schedule run's sync_points is its average forward syncs per training step (the
 patterns weighted by the steps each is in force), its block_pattern the schedule.
@@ -43,6 +42,7 @@ import statistics
 import sys
 
 from bench.stats import ALPHA, holm, paired_stats
+from checkpoint import read_log
 from comms import MODES
 from configurator import train_defaults
 from links import link_from
@@ -136,8 +136,8 @@ def wall_time(evals, result):
 def read_run(run_dir):
     with open(os.path.join(run_dir, "config.json")) as f:
         cfg = json.load(f)
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    log = os.path.join(run_dir, "metrics.jsonl")  # none yet, or a torn last line: a run that has not finished
+    records = read_log(log, SummaryError) if os.path.exists(log) else []
     result_path = os.path.join(run_dir, "result.json")
     result = json.load(open(result_path)) if os.path.exists(result_path) else None
     evals = [r for r in records if "val_loss" in r]

@@ -43,6 +43,7 @@ import sys
 import time
 
 import configurator
+from patterns import parse_block_schedule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -86,8 +87,11 @@ def plan(sweep, out):
                 overrides = {**sweep["common"], **setting, "seed": seed}
                 args = [config] + [f"--{k}={v}" for k, v in overrides.items()]
                 try:  # the same validation as train.py: a typo fails the sweep now, not after an hour
-                    configurator.configure(defaults, args)
-                except configurator.ConfigError as e:
+                    checked, given = configurator.configure(defaults, args)
+                    configurator.check_train_config(checked, given)
+                    parse_block_schedule(checked["block_schedule"] or f"0:{checked['block_types']}", checked["n_layer"],
+                                         "block_schedule" if checked["block_schedule"] else "block_types")
+                except (configurator.ConfigError, ValueError) as e:
                     fail(f"sweep {sweep['name']}, {config} {tag}: {e}")
                 stem = os.path.splitext(os.path.basename(config))[0].replace("train_", "")
                 run_id = "-".join(p for p in (stem, tag, f"s{seed}") if p)

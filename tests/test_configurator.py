@@ -26,6 +26,11 @@ def test_overrides_apply_in_order_and_are_typed(tmp_path):
     assert isinstance(config["learning_rate"], float)  # an int is fine for a float key
     assert explicit == {"batch_size", "learning_rate", "compile", "out_dir", "block_types"}
     assert configure(DEFAULTS, ["--compile=true", "--out_dir='quoted'"])[0]["out_dir"] == "quoted"
+    # an override given before a file still wins over it (as --help says), and files keep their order
+    later = write(tmp_path, "b.py", "batch_size = 16\n")
+    assert configure(DEFAULTS, ["--batch_size=8", cfg])[0]["batch_size"] == 8
+    assert configure(DEFAULTS, ["--batch_size=8", later, "--batch_size=2", cfg])[0]["batch_size"] == 2
+    assert configure(DEFAULTS, [later, cfg])[0]["batch_size"] == 4 and configure(DEFAULTS, [cfg, later])[0]["batch_size"] == 16
 
 
 def test_include_starts_from_another_file(tmp_path):
@@ -109,6 +114,22 @@ def test_values_that_torch_or_numpy_would_reject_later_are_config_errors(key, va
         configurator.check_train_config(config)
     assert str(error.value) == message
     configurator.check_train_config(configurator.train_defaults())  # and the defaults pass
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(tp_size=1, sync_fraction=0.5), "sync_fraction=0.5 does nothing with tp_size=1 (no sync): set tp_size > 1 or "
+                                         "leave sync_fraction at its default (1.0)"),
+    (dict(tp_size=1, sync_dtype="int8"), "sync_dtype='int8' does nothing with tp_size=1 (no sync): set tp_size > 1 or "
+                                         "leave sync_dtype at its default ('')"),
+    (dict(out_dir=__file__), f"out_dir={__file__!r} is a file, not a directory: name the run's directory"),
+    pytest.param(dict(backend="nccl"), "backend='nccl' but this torch has no NCCL (a CPU build): use backend='gloo' or 'auto'",
+                 marks=pytest.mark.skipif(__import__("torch").distributed.is_nccl_available(), reason="this torch has NCCL")),
+])
+def test_a_setting_the_run_would_ignore_or_trip_on_is_a_config_error(changes, message):
+    with pytest.raises(ConfigError) as error:
+        configurator.check_train_config(dict(configurator.train_defaults(), **changes))
+    assert str(error.value) == message
+    configurator.check_train_config(dict(configurator.train_defaults(), tp_size=2, sync_fraction=0.5, sync_dtype="int8"))
 
 
 def test_the_mode_choices_are_the_modes_comms_implements():

@@ -157,3 +157,28 @@ def test_a_holm_p_of_exactly_the_level_is_not_resolved():
     assert holm([0.025, 0.9])[0] == 0.05
     at_level = dict(paired_p_holm=0.05, paired_diff_mean=0.01, within_noise_floor=False)
     assert summary.verdict(at_level) == "unresolved (interval wider than the noise floor)"
+
+
+def test_a_log_still_being_written_reads_and_a_broken_one_is_one_line(tmp_path):
+    """A run killed mid-write, or still writing, ends its metrics.jsonl in a torn line: the tools read the
+    records before it (checkpoint.read_log, as a resume does). A broken line before the last is no torn write:
+    one line naming the file and line. Runs without result.json (bench.sweep writes it at a run's end) are
+    unfinished, and an error that lists no settings says why."""
+    runs = tmp_path / "runs"
+    fabricate(runs)
+    before = {r["run"]: r["final_val_loss"] for r in summary.read_runs([str(runs)])[0]}
+    log = next(runs.glob("*-half-s*")) / "metrics.jsonl"
+    log.write_text(log.read_text() + '{"iter": 310, "train_lo')
+    assert {r["run"]: r["final_val_loss"] for r in summary.read_runs([str(runs)])[0]} == before
+    result = run_tool("bench.summarize", str(runs), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    log.write_text('{"iter": 0, "val_lo\n' + log.read_text())
+    assert_one_line_error(run_tool("bench.contrasts", str(runs), "--contrast", "C1", "half", "ref"),
+                          f"{log}: line 1 is not a JSON record")
+    plain = tmp_path / "plain"
+    (plain / "a").mkdir(parents=True)
+    (plain / "a" / "config.json").write_text((next(runs.glob("*-ref-s*")) / "config.json").read_text())
+    result = run_tool("bench.summarize", str(plain), "--out", str(tmp_path / "out2"))
+    assert result.returncode == 0 and "1 runs (1 unfinished)" in result.stdout and "result.json" in result.stdout
+    assert_one_line_error(run_tool("bench.contrasts", str(plain), "--contrast", "C1", "a", "b"),
+                          "settings: none (no run has the result.json bench.sweep writes at its end)")

@@ -53,6 +53,13 @@ def test_a_sweep_file_with_a_stale_override_fails_to_plan(tmp_path, monkeypatch)
                      'settings = {"bern": {"loss_model": "bernoulli", "drop_rate": 0.01}}\n')
     with pytest.raises(SystemExit, match="unknown config key 'drop_rate'"):
         sweeps.plan(sweeps.load_sweep(str(stale)), str(tmp_path / "runs"))
+    # a value train.py would refuse at startup, and a block pattern it cannot parse: refused while planning too
+    for setting, message in (('{"loss_model": "bernouli"}', "loss_model='bernouli'"),
+                             ('{"loss_rate": 0.01}', "loss_rate"),
+                             ('{"block_types": "tp,foo"}', "foo")):
+        stale.write_text(f'name = "stale"\nconfigs = ["config/train_shakespeare_char_24comm.py"]\nsettings = {{"x": {setting}}}\n')
+        with pytest.raises(SystemExit, match=message):
+            sweeps.plan(sweeps.load_sweep(str(stale)), str(tmp_path / "runs"))
 
 
 def write_sweep(tmp_path, char_data):
