@@ -36,8 +36,10 @@ try:
     for _key in ("num_samples", "max_new_tokens"):
         if _config[_key] < 1:
             raise configurator.ConfigError(f"{_key}={_config[_key]} must be at least 1")
-    if _config["temperature"] <= 0 or _config["top_k"] < 0:
-        raise configurator.ConfigError("temperature must be > 0 and top_k >= 0 (0 keeps every token)")
+    if _config["temperature"] <= 0:
+        raise configurator.ConfigError(f"temperature={_config['temperature']} must be > 0")
+    if _config["top_k"] < 0:
+        raise configurator.ConfigError(f"top_k={_config['top_k']} must be >= 0 (0 keeps every token)")
     globals().update(_config)
     device = configurator.resolve_device(device)  # 'auto': cuda where there is one
 except configurator.ConfigError as e:
@@ -65,9 +67,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 data_dir = run_config.get("data_dir") or os.path.join(here, "data", run_config["dataset"])
 meta_path = os.path.join(data_dir, "meta.pkl")
 if os.path.exists(meta_path):
-    with open(meta_path, "rb") as f:
-        meta = pickle.load(f)
-    stoi, itos = meta["stoi"], meta["itos"]
+    try:
+        with open(meta_path, "rb") as f:
+            meta = pickle.load(f)
+        stoi, itos = meta["stoi"], meta["itos"]
+    except Exception as e:  # an empty or cut-short file (a prepare run killed mid-write): say which
+        sys.exit(f"error: {meta_path} is not readable ({type(e).__name__}); run the dataset's prepare.py again")
     encode = lambda s: [stoi[c] for c in s]  # noqa: E731
     decode = lambda ids: "".join(itos[i] for i in ids)  # noqa: E731
     vocab = len(itos)
@@ -88,9 +93,12 @@ else:
 if start.startswith("FILE:"):
     prompt_path = start[len("FILE:"):]
     if not os.path.isfile(prompt_path):
-        sys.exit(f"error: --start=FILE:{prompt_path}: no such file")
-    with open(prompt_path, encoding="utf-8") as f:
-        start = f.read()
+        sys.exit(f"error: --start=FILE:{prompt_path}: " + ("a directory, not a file" if os.path.isdir(prompt_path) else "no such file"))
+    try:
+        with open(prompt_path, encoding="utf-8") as f:
+            start = f.read()
+    except UnicodeDecodeError as e:
+        sys.exit(f"error: --start=FILE:{prompt_path} is not UTF-8 text (byte {e.start}): save the prompt as UTF-8")
 if stoi is not None:
     unknown = sorted({c for c in start if c not in stoi})
     if unknown:

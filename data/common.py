@@ -149,19 +149,30 @@ def read_prepared(data_dir, dataset, block_size):
     except Exception as e:  # an empty or cut-short file (a prepare run killed mid-write): say which
         raise PrepareError(f"{meta_path} is not readable ({type(e).__name__}); run the dataset's prepare.py "
                            f"again") from None
-    vocab_size = meta.get("vocab_size") or 50257
+    vocab_size, largest_seen = meta.get("vocab_size") or 50257, 0
     for split in ("train", "val"):
         path = os.path.join(data_dir, f"{split}.bin")
         if not os.path.exists(path):
+            here = os.path.dirname(os.path.abspath(__file__))
+            if os.path.realpath(data_dir) != os.path.realpath(os.path.join(here, dataset)):  # the user's own folder
+                raise PrepareError(f"{path} not found: data_dir={data_dir!r} holds no prepared data (train.bin, val.bin)")
+            known = sorted(d for d in os.listdir(here) if os.path.isfile(os.path.join(here, d, "prepare.py")))
+            if dataset not in known:
+                raise PrepareError(f"dataset={dataset!r} has no data/{dataset}/prepare.py: allowed {', '.join(known)}, "
+                                   f"or data_dir= a folder of train.bin and val.bin")
             raise PrepareError(f"{path} not found: run python data/{dataset}/prepare.py first")
         if os.path.getsize(path) // 2 <= block_size:
             raise PrepareError(f"{path} has {os.path.getsize(path) // 2} tokens, fewer than block_size+1={block_size + 1}")
         data = np.memmap(path, dtype=np.uint16, mode="r")
         largest = int(max(data[:1 << 20].max(), data[-(1 << 20):].max()))
+        largest_seen = max(largest_seen, largest)
         if largest >= vocab_size:
             raise PrepareError(f"{path} holds token id {largest} but the vocabulary has {vocab_size} tokens "
                                f"({'meta.pkl' if 'vocab_size' in meta else 'GPT-2 BPE'}): prepared with another "
                                f"tokenizer? Run python data/{dataset}/prepare.py again")
+    if not meta and largest_seen < 256:  # GPT-2 BPE text uses ids far above 255 within its first tokens
+        raise PrepareError(f"{data_dir} has no meta.pkl, yet its token ids all lie below 256: char-level data without "
+                           f"its tokenizer, which GPT-2's would misread? Put its meta.pkl beside train.bin")
     return meta
 
 

@@ -92,3 +92,24 @@ def test_a_step_draws_the_same_batches_at_any_data_parallel_layout(char_data):
     data = np.memmap(os.path.join(char_data, "train.bin"), dtype=np.uint16, mode="r")
     ix = torch.randint(len(data) - 8, (3,), generator=torch.Generator().manual_seed(step_seed(7, TRAIN_DATA, 0, 5, 2)))
     assert Batches(char_data, 3, 8, 7, 0, "cpu", 4)("train", 5, 2)[0][0].tolist() == data[int(ix[0]):int(ix[0]) + 8].tolist()
+
+
+def test_read_prepared_names_what_is_missing_and_refuses_char_ids_without_their_tokenizer(char_data, tmp_path):
+    """A dataset name with no prepare script lists the ones there are; the user's own data_dir is not told to run
+    a prepare script that writes elsewhere; char-level ids without meta.pkl would be decoded as GPT-2 BPE."""
+    import shutil
+    from common import PrepareError, read_prepared
+    assert read_prepared(char_data, "shakespeare_char", 16)["vocab_size"] > 0
+    with pytest.raises(PrepareError, match=r"dataset='shakespeare-char' has no data/shakespeare-char/prepare.py: "
+                                           r"allowed mnli, openwebtext, shakespeare, shakespeare_char"):
+        read_prepared(os.path.join(ROOT, "data", "shakespeare-char"), "shakespeare-char", 16)
+    with pytest.raises(PrepareError, match=r"data_dir='.*nowhere' holds no prepared data \(train.bin, val.bin\)$"):
+        read_prepared(str(tmp_path / "nowhere"), "shakespeare_char", 16)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for split in ("train", "val"):
+        shutil.copy(os.path.join(char_data, f"{split}.bin"), bare)
+    with pytest.raises(PrepareError, match="no meta.pkl, yet its token ids all lie below 256"):
+        read_prepared(str(bare), "shakespeare_char", 16)
+    np.arange(1000, dtype=np.uint16).tofile(bare / "val.bin")  # an id of GPT-2's range: BPE data, no meta.pkl needed
+    assert read_prepared(str(bare), "shakespeare_char", 16) == {}

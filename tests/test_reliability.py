@@ -286,7 +286,7 @@ def mistakes(data, c):
          ["needs tp_size > 1"]),
         ("bad choice of value", lambda: run_train(*base, "--nonfinite=ignore"), ["nonfinite='ignore'", "'skip'"]),
         ("missing data directory", lambda: run_train(*base, f"--data_dir={c}/nowhere"),
-         ["train.bin not found", "prepare.py"]),
+         ["train.bin not found", "holds no prepared data"]),
         ("train.bin shorter than block_size", lambda: run_train(*base, f"--data_dir={c}/short"),
          ["10 tokens", "block_size+1=33"]),
         ("data from another tokenizer", lambda: run_train(*base, f"--data_dir={c}/foreign"),
@@ -325,6 +325,9 @@ def mistakes(data, c):
         ("a mixture's key without a mixture", lambda: run_train(*base, "--experts_top_k=1"), ["experts_top_k=1", "n_experts=0"]),
         ("a typo in an included config file", lambda: run_train(f"{c}/top.py", *base), ["config file", "base.py", "learning_rat"]),
         ("an empty out_dir", lambda: run_train(*TINY, f"--data_dir={data}", "--out_dir="), ["out_dir=''"]),
+        ("an out_dir that is a file", lambda: run_train(*TINY, f"--data_dir={data}", f"--out_dir={c}/typo.py"),
+         ["typo.py' is a file, not a directory"]),
+        ("backend nccl on a torch without CUDA", lambda: run_train(*base, "--backend=nccl"), ["backend='nccl'", "gloo"]),
     ]
 
 

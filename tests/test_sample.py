@@ -63,14 +63,18 @@ def test_prompt_from_a_file(trained, tmp_path):
     (["--out_dir={missing}"], "ckpt.pt does not exist"),
     (["--out_dir={trained}", "--start=Zebra\u20ac"], "lacks: 'Z\u20ac'"),
     (["--out_dir={trained}", "--start=FILE:{missing}/p.txt"], "no such file"),
-    (["--out_dir={trained}", "--temperature=0"], "temperature must be > 0"),
+    (["--out_dir={trained}", "--temperature=0"], "temperature=0.0 must be > 0"),
+    (["--out_dir={trained}", "--top_k=-1"], "top_k=-1 must be >= 0"),
+    (["--out_dir={trained}", "--start=FILE:{latin1}"], "is not UTF-8 text (byte 1)"),
+    (["--out_dir={trained}", "--start=FILE:{tmp}"], "a directory, not a file"),
     (["--out_dir={trained}", "--tempreature=1"], "did you mean 'temperature'"),
     (["--out_dir={trained}", "--num_samples=0"], "num_samples=0 must be at least 1"),
     (["--out_dir={trained}", "--device=gpu"], "device='gpu': allowed values"),  # not blamed on the checkpoint
 ])
 def test_sample_mistakes_are_one_line_errors(trained, tmp_path, args, needle):
-    missing = str(tmp_path / "nothing")
-    result = sample(*(a.format(trained=trained, missing=missing) for a in args))
+    missing, latin1 = str(tmp_path / "nothing"), tmp_path / "latin1.txt"
+    latin1.write_bytes("Dönitz".encode("latin-1"))
+    result = sample(*(a.format(trained=trained, missing=missing, latin1=latin1, tmp=tmp_path) for a in args))
     assert_one_line_error(result, needle)
 
 
@@ -82,3 +86,6 @@ def test_a_run_whose_tokenizer_is_gone_is_one_line(trained, tmp_path):
     (tmp_path / "out").mkdir()
     torch.save(checkpoint, tmp_path / "out" / "ckpt.pt")
     assert_one_line_error(sample(f"--out_dir={tmp_path / 'out'}"), "meta.pkl is missing", "not GPT-2's")
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "moved" / "meta.pkl").write_bytes(b"")  # a prepare run killed mid-write
+    assert_one_line_error(sample(f"--out_dir={tmp_path / 'out'}"), "meta.pkl is not readable (EOFError)")

@@ -104,7 +104,7 @@ def test_user_mistakes_are_one_line_errors(char_data, tmp_path):
     assert_one_line_error(run_train(*base, "--init_from=resume"), "does not exist")
     assert_one_line_error(run_train(*base, "--dtype=fp8"), "dtype", "float32")
     assert_one_line_error(run_train(f"--data_dir={tmp_path}/nowhere", "--dataset=owt2", "--max_iters=1"),
-                          "train.bin not found", "python data/owt2/prepare.py")
+                          "train.bin not found", "holds no prepared data (train.bin, val.bin)")
     assert_one_line_error(run_train("config/no_such_config.py"), "no_such_config.py", "does not exist")
 
 
