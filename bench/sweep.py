@@ -56,7 +56,8 @@ def fail(message):
 
 def load_sweep(path):
     if not os.path.isfile(path):
-        fail(f"sweep file {path!r} does not exist (see bench/studies/*/sweep.py)")
+        fail(f"sweep file {path!r} " + ("is a directory" if os.path.isdir(path) else "does not exist") +
+             ": give a sweep's .py file (see bench/studies/*/sweep.py)")
     namespace = {}
     try:
         exec(compile(open(path).read(), path, "exec"), namespace)

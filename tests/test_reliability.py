@@ -309,6 +309,7 @@ def mistakes(data, c):
         ("prepare: bad val fraction", lambda: prepare("shakespeare", "--val_fraction=1.5"), ["--val_fraction=1.5"]),
         ("prepare: unsupported file type", lambda: prepare("openwebtext", "--files", f"{c}/typo.py"), [".py"]),
         ("sweep: non-existent sweep file", lambda: sweep(f"{c}/none.py"), ["none.py", "does not exist"]),
+        ("sweep: a directory for the sweep file", lambda: sweep(str(c)), ["is a directory", "a sweep's .py file"]),
         ("sweep: unknown key", lambda: sweep(f"{c}/bad_sweep.py"), ["seedz"]),
         ("resume on other data of the run's vocabulary", lambda: run_train(*resume, f"--data_dir={c}/otherdata"),
          ["was trained on data of", "init_from=<its ckpt.pt>"]),
