@@ -179,7 +179,8 @@ def main():
     parser.add_argument("checkpoints", nargs="+", help="ckpt.pt files (or run directories) of trained all-tp runs "
                         "(one per seed), or pretrained GPT-2: gpt2, gpt2-medium, ... or a save_pretrained directory")
     parser.add_argument("--tp_size", type=int, default=2, help="pretrained GPT-2 only: its TP shards")
-    parser.add_argument("--out", default="bench/studies/sensitivity/char64_s1-3")
+    parser.add_argument("--out", default="runs/sensitivity", help="folder for the tables and plot (default runs/sensitivity: "
+                        "never a committed study's folder unless named)")
     parser.add_argument("--eval_batches", type=int, default=16)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--sample_seed", type=int, default=0, help="the fixed val sample (and fine-tune batches)")

@@ -28,6 +28,27 @@ def test_every_study_folder_has_its_plan_sweep_and_findings():
         assert os.path.isfile(os.path.join(folder, "findings.md")), folder
 
 
+def test_every_rerun_command_in_the_findings_finds_its_sweep_file_at_its_commit():
+    """A findings.md command that retrains a study from a worktree at the runs' commit must find the sweep file
+    there: in that commit's tree, or fetched by `git show <commit>:<path> > <path>` first (a sweep file added after
+    the runs' commit). Read from git, so it needs the repository's history (a clone has it)."""
+    import re
+    import subprocess
+    if subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("no git history here")
+    commands = []
+    for path in glob.glob(os.path.join(ROOT, "bench", "studies", "*", "findings.md")):
+        commands += [(path, line) for line in open(path) if "git worktree add" in line]
+    assert len(commands) >= 6
+    for path, line in commands:
+        commit = re.search(r"git worktree add \S+ ([0-9a-f]{7,40})", line).group(1)
+        sweep = re.search(r"python (?:-m )?bench[/.]sweep(?:\.py)? (\S+)", line).group(1)
+        fetched = {file: source for source, file in re.findall(r"git show ([0-9a-f]{7,40}):(\S+) > \S+", line)}
+        source = f"{fetched[sweep]}:{sweep}" if sweep in fetched else f"{commit}:{sweep}"
+        found = subprocess.run(["git", "-C", ROOT, "cat-file", "-e", source], capture_output=True)
+        assert found.returncode == 0, f"{os.path.relpath(path, ROOT)}: {source} is not in git: {line.strip()}"
+
+
 @pytest.mark.parametrize("path", COMMITTED_SWEEPS, ids=study)
 def test_every_committed_sweep_file_still_plans(path, tmp_path, monkeypatch):
     """A committed sweep file is the record of a study and the command that reruns it: its keys, its
