@@ -16,6 +16,7 @@ mistake is a ConfigError with one line naming the file or key and what is allowe
 
 import ast
 import difflib
+import functools
 import os
 import sys
 import types
@@ -313,11 +314,14 @@ def check_sequence_parallel(config):
 
 
 def train_defaults(train_py=None):
-    """The config keys and defaults of train.py (its block of plain globals), without running it.
+    """The config keys and defaults of train.py (its block of plain globals), without running it: a fresh dict
+    each call, parsed once per file (a sweep checks hundreds of runs). For tools that read config files outside a
+    training run (test_configs.py, bench/)."""
+    return dict(_parsed_defaults(train_py or os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.py")))
 
-    For tools that read config files outside a training run (test_configs.py, bench/).
-    """
-    train_py = train_py or os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.py")
+
+@functools.lru_cache(maxsize=None)
+def _parsed_defaults(train_py):
     with open(train_py) as f:
         tree = ast.parse(f.read(), train_py)
     defaults = {}
