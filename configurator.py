@@ -122,7 +122,7 @@ def configure(defaults, argv, script="train.py"):
     if "--help" in argv or "-h" in argv:
         print(usage(defaults, script))
         sys.exit(0)
-    files_first = sorted(argv, key=lambda arg: arg.startswith("--"))  # stable: --help's order wherever they stand
+    files_first = sorted(argv, key=lambda arg: arg.startswith("--"))  # a stable sort: files, then overrides, each in order
     for arg in files_first:
         if arg.startswith("--"):
             key, eq, raw = arg[2:].partition("=")
