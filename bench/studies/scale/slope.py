@@ -15,8 +15,12 @@ more widths, whether the costs lie on one line is tested too (lack of fit); wher
 is an average of unlike changes and no trend is claimed from it.
 
     python -m bench.studies.scale.slope --width 64=bench/studies/scale/w64/experiment_summary.csv \\
-        --width 128=bench/studies/scale/w128/experiment_summary.csv --width 256=... \\
+        --width 128=bench/studies/scale/w128/experiment_summary.csv \\
         --settings 24comm/drop1 24comm/drop2 24comm/drop5 24comm/ladder 24comm/half --json bench/studies/scale/family_slope.json
+
+(plan.md amendment 6: that fit, over the CPU widths 64 and 128, is the planned one; a fit with more widths
+writes to a file of its own.) The cost is signed (the setting's val loss minus 24comm's): a cost that
+"falls" with width means the setting gains on 24comm as the width grows, whether it starts above or below 0.
 
 A setting is named as the summary names it without `train_shakespeare_char_` and without the width tag
 the scale sweeps put on it (`24comm/w64_drop1` is `24comm/drop1` at every width).
@@ -103,7 +107,7 @@ def verdict(record):
         return "not a line: the cost does not change by the same amount with each doubling"
     if record["p_holm"] >= 0.05:
         return "unresolved"
-    return "resolved: the cost " + ("grows" if record["slope"] > 0 else "shrinks") + " with width"
+    return "resolved: the cost " + ("rises" if record["slope"] > 0 else "falls") + " with width"
 
 
 def main():
@@ -124,6 +128,9 @@ def main():
     found = []
     for name in args.settings:
         points = [(w, *tables[w][name]) for w, _ in widths if name in tables[w]]
+        if 0 < len(points) < len(widths):  # a width that ran only its first settings (plan.md "Runs"): said, not silent
+            print(f"# {name}: no paired cost at n_embd {', '.join(str(w) for w, _ in widths if name not in tables[w])}; "
+                  f"fitted over {', '.join(str(p[0]) for p in points)} only", file=sys.stderr)
         if len(points) < 2:
             sys.exit(f"error: {name}: a paired cost at {len(points)} width(s); a slope needs two or more")
         found.append(dict(name=name, widths=[p[0] for p in points], costs=[p[1] for p in points],
