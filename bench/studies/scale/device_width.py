@@ -9,7 +9,9 @@ runs' logs, no checkpoints), host.txt (the caller's commit, the device, the timi
     python -m bench.studies.scale.device_width --tune 512 768 --study 512 --limit 540 --commit $(git rev-parse HEAD)
     python -m bench.studies.scale.device_width --study 128 --limit 540 --commit ...   # float32, TF32 off (widths.py)
 
---set key=value (every run) and --learning_rates (another file) exist for the CPU test at a tiny size.
+--set key=value (every run) and --learning_rates (another file) exist for the CPU test at a tiny size. The
+device has no network: carry data/shakespeare_char's train.bin, val.bin and meta.pkl (git-ignored). The
+tree to run from and what to commit after a call: device_calls/README.md.
 """
 import argparse
 import json
