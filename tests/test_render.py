@@ -93,3 +93,25 @@ def test_a_contrast_name_two_family_files_use_is_named_by_its_file(tmp_path):
     study = render.Study(str(tmp_path))
     assert study["family_w64"]["drop1"]["mean"] == 0.04 and study["family_w512"]["drop1"]["mean"] == 0.002
     assert "drop1" not in study and study["only64"]["mean"] == 1
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    """A reader follows the links from the README and RESULTS.md to each study's findings, plan and runs:
+    every relative link in a tracked markdown file names a file or folder that exists (the templates in
+    bench/templates/ are checked where they render, in the README and RESULTS.md)."""
+    import subprocess
+    files = subprocess.run(["git", "ls-files", "*.md", "*.md.j2"], cwd=render.ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert "README.md" in files and "bench/RESULTS.md" in files
+    broken = []
+    for name in files:
+        if name.startswith("bench/templates/"):
+            continue
+        with open(os.path.join(render.ROOT, name)) as f:
+            text = f.read()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#") or "{{" in target:
+                continue  # a web address, an anchor in the page, or a link a template fills in
+            if not os.path.exists(os.path.join(render.ROOT, os.path.dirname(name), target.split("#")[0])):
+                broken.append(f"{name}: ({target})")
+    assert broken == []
