@@ -322,6 +322,7 @@ def test_each_committed_slope_is_what_the_run_logs_give(fit):
             sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
             xs.append(math.log2(w / record["widths"][0]))
             ys.append(mean), vs.append(sd ** 2 / n), ns.append(n), sds.append(sd)
+        record["_from_logs"] = list(zip(record["widths"], ys, [math.sqrt(v) for v in vs], ns))  # this setting's points
         assert record["n"] == ns and record["costs"] == pytest.approx(ys, rel=1e-5, abs=1e-7)
         xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
         sxx = sum((x - xm) ** 2 for x in xs)
@@ -337,11 +338,11 @@ def test_each_committed_slope_is_what_the_run_logs_give(fit):
         ps.append(p)
     for record, adjusted in zip(records, multipletests(ps, method="holm")[1]):
         assert record["p_holm"] == pytest.approx(adjusted, rel=1e-3)
-        points = list(zip(record["widths"], ys, [math.sqrt(v) for v in vs], ns))  # from the run logs
+        points = record["_from_logs"]  # from the run logs
         bent = False
         if len(points) > 2:
             q, df = lack_of_fit_by_projection(points)
-            assert record["lack_of_fit"] == pytest.approx(q, rel=1e-6)
+            assert record["lack_of_fit"] == pytest.approx(q, rel=1e-4)  # the tool reads the summary csv's rounded costs
             bent = scipy_stats.f.sf(q / df, df, min(record["n"]) - 1) < 0.05
         assert record["verdict"] == ("not a line: the cost does not change by the same amount with each doubling" if bent else
                                      "unresolved" if adjusted >= 0.05 else "resolved: the cost " +
