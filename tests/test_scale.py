@@ -487,6 +487,9 @@ def test_the_findings_render_128_and_the_planned_slope_once_their_files_exist():
     V128 = scale["family_w128"]
     assert f"At n_embd 128 ({V128['drop1']['n']} seeds on the CPU in float32)" in readme and "is shown to cost val loss (ladder " in readme.split("At n_embd 128")[1]
     assert f"put 1comm's cost at -0.0345 [{d['at_ci_low']:+.4f}, {d['at_ci_high']:+.4f}]" in readme
+    bent = rows512[3]  # ladder, not a line with 512 beside: the README says so beside the planned rise or fall
+    assert (f"the costs of ladder (64: {bent['costs'][0]:+.4f}, 128: +0.0077, 512: {bent['costs'][2]:+.4f}; lack-of-fit p 0.0004) "
+            "do not lie on one line, so no trend is read from it beyond 128.") in readme
     answers = render.render_template("bench/templates/results_answers.md.j2", data=data)
     first = [line for line in answers.splitlines() if line.startswith("| Does it hold as the model grows?")]
     assert "three of its five widths complete" in answers and "open until the planned width 128" not in answers
