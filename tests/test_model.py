@@ -276,11 +276,17 @@ def test_generate_and_mfu():
 def test_gpu_peak_follows_the_tf32_setting(monkeypatch):
     """A float32 run divides by TF32's peak only where torch lets matmuls use TF32 (tf32=False: full float32)."""
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
-    assert peak_flops_per_device("cuda", "float32") == 494e12
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    assert peak_flops_per_device("cuda", "float32") == 67e12
-    assert peak_flops_per_device("cuda", "bfloat16") == 989e12
+    # allow_tf32 is a property of torch's cuBLAS module object, not an attribute monkeypatch can undo
+    # (pytest 9.2 restores it with delattr, which that object refuses): set it, and put it back by hand
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert peak_flops_per_device("cuda", "float32") == 494e12
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert peak_flops_per_device("cuda", "float32") == 67e12
+        assert peak_flops_per_device("cuda", "bfloat16") == 989e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def test_the_startup_line_names_ladder_at_one_rank_as_its_own_architecture():
