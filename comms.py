@@ -72,16 +72,19 @@ class _Land(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, b, message, comm, point):
-        ctx.comm, ctx.point = comm, point
+        ctx.comm, ctx.point, ctx.dtypes = comm, point, (b.dtype, message.dtype)
         return b + message
 
     @staticmethod
     def backward(ctx, grad):
-        comm, summed = ctx.comm, grad.contiguous().clone()
+        # grad is in the sum's dtype (float32 for a bfloat16 message under autocast): the exchange sends it in the
+        # message's dtype, as _Sync's backward (the exchange not hidden) does and counts, so both sum the same values
+        b_dtype, message_dtype = ctx.dtypes
+        comm, summed = ctx.comm, grad.to(message_dtype, memory_format=torch.contiguous_format, copy=True)
         with comm.timed():  # the issue; _Sync's backward times the wait
             comm.in_flight[("bwd", ctx.point)] = (dist.all_reduce(summed, group=comm.group, async_op=True), summed)
         comm.counter.moved_bytes += summed.numel() * summed.element_size()
-        return grad, summed, None, None  # summed: _Sync's backward reads it only after the wait
+        return grad.to(b_dtype), summed, None, None  # summed: _Sync's backward reads it only after the wait
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -152,3 +152,41 @@ def test_a_ladder_hides_its_backward_exchange_behind_the_next_sublayers_backward
         p.grad = None
     ((x + x @ w[0] + x @ w[1]) + (x + x @ w[0]) @ w[2]).square().sum().backward()
     assert all(torch.allclose(a, p.grad) for a, p in zip(got, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_ladders_hidden_backward_exchange_sends_the_message_dtype_under_autocast(monkeypatch, dtype):
+    """Under autocast a ladder's message is bfloat16 (float16) and b + message float32: the hidden mirror
+    exchange once all-reduced that float32 gradient, moving 1.5x the bytes counted and summing other values
+    than the exchange not hidden (which autograd hands the message's dtype). Hidden or not, the same
+    gradients and the bytes moved equal the bytes counted. The all-reduce stands in for a peer whose
+    gradient is this rank's shifted by one element, so that where the sum is rounded shows."""
+    import comms
+    from model import GPT, GPTConfig
+
+    class Done:
+        def wait(self):
+            pass
+
+    def all_reduce(tensor, group=None, async_op=False):  # a sum in the tensor's own dtype, as gloo and NCCL do
+        tensor.add_(tensor.reshape(-1).roll(1).view_as(tensor))
+        return Done() if async_op else None
+
+    monkeypatch.setattr(comms.dist, "all_reduce", all_reduce)
+    torch.manual_seed(0)
+    comm = comms.DistComm(tp_size=2)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32, tp_size=2,
+                          block_types="ladder"), comm)
+    idx = torch.randint(32, (2, 8), generator=torch.Generator().manual_seed(1))
+    grads = []
+    for hide in (True, False):  # False: each mirror exchange sent and waited for in _Sync's backward
+        comm.hide_backward = hide
+        comm.counter.reset()
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=dtype):
+            loss = model(idx, idx)[1]
+        loss.backward()
+        forward, backward, _, hidden_bwd, counted, moved = comm.counter.totals()
+        assert (backward, hidden_bwd) == (4, 3 if hide else 0) and moved == counted, (hide, moved, counted)
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    assert all(torch.equal(grads[0][name], grads[1][name]) for name in grads[0])
