@@ -12,6 +12,7 @@ Import it as `from bench.harness import ...` with the repository root on sys.pat
 bench scripts put it there; tests/conftest.py does for the tests).
 """
 
+import faulthandler
 import io
 import json
 import math
@@ -66,8 +67,65 @@ def run(args, env=None, timeout=600):
     share a few cores, and oversubscribed threads make timings and collectives crawl.
     timeout: a hung run fails its caller after 10 minutes; pass None for long benchmark runs.
     """
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}  # env wins
-    return subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    # PYTHONFAULTHANDLER: a process ended by SIGABRT (a hung run, below) prints every thread's Python stack first
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1",
+                **(env or {})}  # env wins
+    # a session of its own: the command and everything it starts (torchrun's ranks) end together, below
+    with subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except BaseException:  # hung past timeout, or the test's time limit (pytest-timeout) or Ctrl-C stopped us
+            end_hung([process.pid, *descendants(process.pid)])
+            out, err = process.communicate()
+            sys.stderr.write(f"harness: {' '.join(map(str, args))[:300]} did not finish; its output, with the "
+                             f"stack of every Python process it started:\n{out[-4000:]}\n{err[-20000:]}\n")
+            raise
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
+
+
+def descendants(pid):
+    """The pids of pid's children, their children and so on (Linux's /proc; elsewhere none)."""
+    parents = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        except (OSError, ValueError, IndexError):  # not a process, or one that just ended
+            pass
+    found, todo = [], [pid]
+    while todo:
+        found += (children := parents.get(todo.pop(), []))
+        todo += children
+    return found
+
+
+def end_hung(pids, grace_s=5.0):
+    """End processes that hang: SIGABRT first, so each Python one prints every thread's stack (faulthandler,
+    on where PYTHONFAULTHANDLER or faulthandler.enable() set it), then SIGKILL whatever is left after grace_s."""
+    import signal
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid):
+    """pid still runs (not a zombie waiting for its parent to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 IN_PROCESS = False  # tests/conftest.py: run_train runs train.py in the test's process (train_here)
@@ -175,16 +233,23 @@ def ranks_here(nproc, args, timeout=600):
         for process in ranks:
             process.start()
         deadline, code = time.monotonic() + timeout, 0
-        while not code and time.monotonic() < deadline and any(process.exitcode is None for process in ranks):
-            multiprocessing.connection.wait([process.sentinel for process in ranks if process.exitcode is None],
-                                            timeout=max(0.0, deadline - time.monotonic()))
-            code = next((process.exitcode for process in ranks if process.exitcode), 0)
-        left = [process for process in ranks if process.exitcode is None]
-        for process in left:  # as torchrun does: a rank failed, so the others are ended (or the run hung)
-            process.terminate() if code else process.kill()
+        try:
+            while not code and time.monotonic() < deadline and any(process.exitcode is None for process in ranks):
+                multiprocessing.connection.wait([process.sentinel for process in ranks if process.exitcode is None],
+                                                timeout=max(0.0, deadline - time.monotonic()))
+                code = next((process.exitcode for process in ranks if process.exitcode), 0)
+            left = [process for process in ranks if process.exitcode is None]
+            if left and not code:  # hung: the except below prints every rank's stack
+                raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
+        except BaseException:  # hung past timeout, or the test's time limit (pytest-timeout) or Ctrl-C stopped us
+            end_hung([process.pid for process in ranks if process.exitcode is None])
+            for rank in range(nproc):
+                sys.stderr.write(f"harness: rank {rank} of a run that did not finish ({' '.join(args)[:300]}), "
+                                 f"its stderr with every thread's stack:\n{open(os.path.join(logs, f'{rank}.err')).read()[-20000:]}\n")
+            raise
+        for process in left:  # as torchrun does: a rank failed, so the others are ended
+            process.terminate()
             process.join()
-        if left and not code:
-            raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
         out, err = ("".join(open(os.path.join(logs, f"{rank}.{kind}")).read() for rank in range(nproc))
                     for kind in ("out", "err"))
     return subprocess.CompletedProcess(["torchrun", f"--nproc_per_node={nproc}", "train.py", *args], code, out, err)
@@ -198,6 +263,7 @@ def _rank_main(rank, world, port, args, logs):
     for fd, kind in ((1, "out"), (2, "err")):
         os.dup2(os.open(os.path.join(logs, f"{rank}.{kind}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
     sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))
+    faulthandler.enable(all_threads=True)  # a hung rank ended by SIGABRT (ranks_here) prints its stacks to its file
     torch.set_num_threads(1)
     os.chdir(ROOT)
     sys.argv = [os.path.join(ROOT, "train.py"), *args]
