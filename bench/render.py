@@ -7,8 +7,11 @@ A document holds rendered regions. Each starts with a marker naming its template
 
     <!-- rendered from bench/studies/cliff/findings.md.j2 by `python -m bench.render`: edit the template -->
 
-    python -m bench.render            # rewrite every region of every document
+    python -m bench.render            # rewrite every region of every document, and the README's figure
     python -m bench.render --check    # exit 1 naming each document that differs (the fast tier checks it)
+
+The README's figure (docs/costs_vs_24comm.svg, bench/figure.py) is drawn from the same numbers and checked
+with the documents: by the numbers it plots, and by its bytes where this matplotlib drew it.
 
 What a template can name, per study folder `bench/studies/<study>/` (as `<study>.`, e.g. `cliff.H9`):
     <name>           a planned contrast: the records of every family*.json (bench.contrasts --json) by name
@@ -21,6 +24,8 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
     classes_by_width {n_embd: {numerics class: seeds}} of its runs, for a study over widths (scale)
+    budget_by_width  {n_embd: {params, tokens}}: the parameters its runs logged and the tokens one run trains on
+    run_learning_rates  the learning rates its runs trained at (config.json), lowest first
     <subfolder>      the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 Functions, which compute from those numbers what the tools would: `best(frontier, network, gbps)` and
 `setting(frontier, name)` (rows of a frontier.json), `costs(study, config, setting)` (lossy minus
@@ -50,7 +55,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDIES = os.path.join(ROOT, "bench", "studies")
-DOCUMENTS = ("README.md", "bench/RESULTS.md", "bench/studies/*/findings.md", "bench/studies/*/plan.md")
+DOCUMENTS = ("README.md", "docs/*.md", "bench/RESULTS.md", "bench/studies/*/findings.md", "bench/studies/*/plan.md")
 START = re.compile(r"<!-- rendered from (\S+) by `python -m bench.render`: edit the template -->\n")
 END = "<!-- end rendered -->"
 
@@ -94,6 +99,9 @@ class Study(dict):
         self["name"] = os.path.basename(folder)
         self["classes"] = run_classes(os.path.join(folder, "runs"))
         self["classes_by_width"] = run_classes(os.path.join(folder, "runs"), by="n_embd")
+        self["budget_by_width"] = run_budgets(os.path.join(folder, "runs"))
+        self["run_learning_rates"] = sorted({json.load(open(c))["learning_rate"]
+                                             for c in glob.glob(os.path.join(folder, "runs", "*", "config.json"))})
         self["logged"] = {}  # each run's first training-step record (what it logged: bytes, exposed syncs)
         for log in sorted(glob.glob(os.path.join(folder, "runs", "*", "metrics.jsonl"))):
             with open(log) as f:
@@ -128,6 +136,27 @@ def run_classes(runs, by=None):
     if by:
         return {value: {label: sorted(seeds) for label, seeds in found.items()} for value, found in sorted(out.items())}
     return {label: sorted(found) for label, found in out.items()}
+
+
+def run_budgets(runs):
+    """{n_embd: {params, tokens}} of a study's runs: the parameters their startup line logged (train.log's
+    `params: 0.61M`) and the tokens a run trains on (its `tokens/iter` times max_iters); a width whose runs
+    logged two different counts is an error (the template would not know which)."""
+    out = {}
+    for config in sorted(glob.glob(os.path.join(runs, "*", "config.json"))):
+        log = os.path.join(os.path.dirname(config), "train.log")
+        if not os.path.exists(log):
+            continue
+        with open(config) as f:
+            config = json.load(f)
+        with open(log) as f:
+            line = next((line for line in f if line.startswith("layout:")), "")
+        params, tokens = re.search(r"\| params: ([\d.]+)M \|", line), re.search(r"\| tokens/iter: ([\d,]+) \|", line)
+        if params and tokens:
+            found = dict(params=float(params.group(1)) * 1e6, tokens=int(tokens.group(1).replace(",", "")) * config["max_iters"])
+            if out.setdefault(config["n_embd"], found) != found:
+                raise RenderError(f"{runs}: runs of n_embd {config['n_embd']} logged {out[config['n_embd']]} and {found}")
+    return dict(sorted(out.items()))
 
 
 def numbers():
@@ -315,7 +344,9 @@ def rendered(text, path, env, data):
 
 
 def render_all(write, paths=None):
-    """Render every region of every document (or of `paths`); write them if `write`. Returns those that differ."""
+    """Render every region of every document (or of `paths`) and, with every document, the README's figure
+    (bench/figure.py); write them if `write`. Returns those that differ."""
+    from bench import figure
     env, data, differ = environment(), numbers(), []
     for path in paths or documents():
         with open(path) as f:
@@ -326,6 +357,8 @@ def render_all(write, paths=None):
             if write:
                 with open(path, "w") as f:
                     f.write(new)
+    if paths is None and figure.stale(ROOT, data, write):
+        differ.append(figure.PATH)
     return differ
 
 

@@ -115,3 +115,30 @@ def test_every_relative_link_in_the_docs_resolves():
             if not os.path.exists(os.path.join(render.ROOT, os.path.dirname(name), target.split("#")[0])):
                 broken.append(f"{name}: ({target})")
     assert broken == []
+
+
+def test_the_figure_plots_what_the_studies_give_today(tmp_path):
+    """The README's figure (bench/figure.py) carries the numbers it plots; they are today's (the check
+    compares them, and the bytes only where this matplotlib drew the file: SVG bytes change between
+    matplotlib versions); a drawing is the same bytes twice; a study number changed makes it stale."""
+    import json
+    import shutil
+    from bench import figure
+    data = render.numbers()
+    today = json.loads(json.dumps(figure.points(data)))
+    plotted, version = figure.embedded(open(os.path.join(render.ROOT, figure.PATH)).read())
+    assert plotted == today, "the figure is not what the studies' files give: run `python -m bench.render`"
+    assert [p["syncs"] for p in today["by_sync_count"][0]["points"]] == [18, 12, 11, 10, 9, 7, 5, 2, 1]
+    assert [(w["width"], w["numerics"], w["learning_rate"]) for w in today["by_width"]] == \
+        [(64, "CPU float32", 0.02), (128, "CPU float32", 0.01), (512, "GPU bfloat16", 0.00125)]
+    ladder = {w["width"]: next(s for s in w["settings"] if s["setting"] == "ladder") for w in today["by_width"]}
+    assert ladder[64]["mean"] == round(data["scale"]["family_w64"]["ladder"]["mean"], figure.DIGITS)
+    assert figure.draw(today) == figure.draw(today)
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(render.ROOT, figure.PATH), tmp_path / figure.PATH)
+    assert not figure.stale(str(tmp_path), data, write=False)
+    data["cliff"]["family_H2-H10"]["H10"] = dict(data["cliff"]["family_H2-H10"]["H10"], mean=0.5, ci_low=0.4, ci_high=0.6)
+    assert figure.stale(str(tmp_path), data, write=False)
+    assert figure.embedded((tmp_path / figure.PATH).read_text())[0] == today  # the check wrote nothing
+    assert figure.stale(str(tmp_path), data, write=True)
+    assert not figure.stale(str(tmp_path), data, write=False)
