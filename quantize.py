@@ -18,14 +18,29 @@ per_token = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}  # dtype -> its larg
 
 def encode(x, dtype):
     """x's message in `dtype` as it crosses: (payload in dtype, float32 scale per row (..., 1), or None for
-    bfloat16). A row's scale is its finite values' absmax / the dtype's largest value; a non-finite value
-    is sent as 0 (`quantized` and `pack` say what the receiver gets in its place)."""
+    bfloat16). A row's scale is its finite values' absmax / the dtype's largest value (a float32; OverflowError
+    for a float64 row past float32's range); a non-finite value is sent as 0 (`quantized` and `pack` say what
+    the receiver gets in its place)."""
     if dtype not in per_token:
         return x.detach().to(dtype), None
     limit = per_token[dtype]
     work = torch.promote_types(x.dtype, torch.float32)  # a bfloat16 message's scale is still a float32's
     clean = x.detach().nan_to_num(0.0, 0.0, 0.0).to(work)  # a non-finite value sent as 0: one pass
-    scale = (clean.abs().amax(-1, keepdim=True).clamp_(min=1e-30) / limit).float()  # (..., 1): what the wire carries
+    absmax = clean.abs().amax(-1, keepdim=True)
+    scale = (absmax / limit).float()  # (..., 1): what the wire carries, rounded to the nearest float32
+    # Below float32's normal range (a row under limit * 2**-126: 1.5e-36 for int8) the scale's rounding step,
+    # 2**-149, is no longer small against it: rounded down, it would clip a row's largest values at the limit (or,
+    # rounded to 0, make them 0/0). There a scale rounded down is rounded up instead (the next float32): no value
+    # passes the limit, and the scale is at most 2**-149 above absmax / limit (int8: a value off by at most
+    # absmax / 254 + 2**-150). An all-zero row (0/0 fails `<= limit`) gets the smallest scale and arrives exact;
+    # a float64 row too small for any float32 scale arrives within 2**-150.
+    coarse = (scale < torch.finfo(torch.float32).tiny) & ~(absmax / scale.to(work) <= limit)
+    scale = torch.where(coarse, torch.nextafter(scale, torch.full_like(scale, math.inf)), scale)
+    if work == torch.float64 and torch.isinf(scale).any():  # float32 and narrower rows cannot get here: no host sync
+        ceiling = limit * torch.finfo(torch.float32).max
+        raise OverflowError(f"sync_dtype={str(dtype).removeprefix('torch.')}: a message row's largest value "
+                            f"{absmax.max().item():.3g} needs a scale past float32's largest (the wire's scales are "
+                            f"float32): a float64 run's messages must stay below {ceiling:.3g}")
     q = clean.div_(scale.to(work)).clamp_(-limit, limit)  # in place: `clean` is this function's own copy
     return (q.round_() if dtype == torch.int8 else q).to(dtype), scale
 

@@ -260,3 +260,43 @@ def test_the_wire_bytes_are_the_counted_bytes_and_carry_what_sim_delivers(sync_d
     bad[1, 2] = True
     assert not torch.isfinite(got[bad]).any() if sync_dtype != "bfloat16" else got[1, 2, 5] == float("inf")
     assert torch.equal(got[~bad], quantized(x[0], dtype)[~bad])
+
+
+@pytest.mark.parametrize("sync_dtype", ["int8", "float8_e4m3fn"])
+@pytest.mark.parametrize("magnitude", [1e-31, 1e-35, 1e-40, 1e-44])  # 1e-40, 1e-44: float32 subnormals
+def test_a_tiny_row_arrives_within_the_codecs_own_error(sync_dtype, magnitude):
+    """A row's scale is a float32 (DESIGN section 8): below float32's normal range its rounding step is coarse.
+    A tiny row still arrives within the codec's own error (a row of 1e-31 once arrived 2.4% off, one of 1e-35
+    as 0), an all-zero row exactly, and `sim` (quantized) and `dist` (pack, unpack) deliver the same values."""
+    from quantize import SYNC_DTYPES, pack, quantized, unpack
+    dtype, limit = SYNC_DTYPES[sync_dtype], LIMIT[sync_dtype]
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(6)) * magnitude  # float32
+    x[3] = 0
+    got = quantized(x, dtype)
+    assert torch.equal(got, unpack(pack(x, dtype), dtype, x)) and torch.equal(got[3], x[3])
+    error, absmax = (got.double() - x.double()).abs(), x.double().abs().amax(-1, keepdim=True)
+    scale = absmax / limit + 2.0 ** -149  # the largest scale sent: absmax / limit rounded up on float32's grid
+    # int8: half a scale; float8_e4m3fn: 1/16 of a value (3 mantissa bits), or half its step of 2**-9 scales
+    # under 2**-6 scales (its subnormals); and the float32 product's rounding, 2**-150 among subnormals
+    bound = scale / 2 if sync_dtype == "int8" else x.double().abs() / 16 + scale * 2.0 ** -10 + 2.0 ** -150
+    assert (error <= bound * (1 + 1e-6)).all(), (error / absmax).max()
+    assert (error[:3] / absmax[:3]).max() < (0.004 if sync_dtype == "int8" else 0.07)  # the codec's relative error
+
+
+@pytest.mark.parametrize("sync_dtype", ["int8", "float8_e4m3fn"])
+def test_a_float64_row_past_a_float32_scale_is_a_clear_error(sync_dtype):
+    """A float64 run's row of 1e41 needs an int8 scale of 7.9e38, past float32's largest (3.4e38): it decoded
+    to NaN; now a one-line OverflowError naming sync_dtype and the magnitude. float8's scale (1e41 / 448) holds."""
+    from quantize import SYNC_DTYPES, pack, quantized, unpack
+    dtype = SYNC_DTYPES[sync_dtype]
+    x = torch.randn(2, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    x[0] *= 1e41 / x[0].abs().max()
+    if sync_dtype == "int8":
+        for send in (lambda: quantized(x, dtype), lambda: pack(x, dtype)):
+            with pytest.raises(OverflowError, match=r"^sync_dtype=int8: a message row's largest value 1e\+41 .* "
+                                                    r"must stay below 4.32e\+40$"):
+                send()
+        return
+    got = quantized(x, dtype)
+    assert torch.equal(got, unpack(pack(x, dtype), dtype, x))
+    assert ((got - x).abs() <= x.abs() / 16 * (1 + 1e-6)).all()
