@@ -24,8 +24,10 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
     classes_by_width {n_embd: {numerics class: seeds}} of its runs, for a study over widths (scale)
-    budget_by_width  {n_embd: {params, tokens}}: the parameters its runs logged and the tokens one run trains on
+    budget_by_width  {n_embd: {params, iters, tokens}}: the parameters its runs logged, their iterations and
+                     the tokens one run trains on
     run_learning_rates  the learning rates its runs trained at (config.json), lowest first
+    has_plan         whether its plan.md is written (a study folder begun before its plan has none)
     <subfolder>      the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
 Functions, which compute from those numbers what the tools would: `best(frontier, network, gbps)` and
 `setting(frontier, name)` (rows of a frontier.json), `costs(study, config, setting)` (lossy minus
@@ -35,7 +37,7 @@ A name that no file provides stops the rendering with the template's line: a sen
 its data.
 
 Filters say how a number is written: `x | ci` "+0.0258 [+0.0107, +0.0410]" (a dict with mean, ci_low,
-ci_high, or a summary row's paired columns), `x | num(4)` and `x | signed(4)` fixed decimals, `x | p` a
+ci_high, or a summary row's paired columns), `x | num(4)` and `x | signed(4)` fixed decimals, `x | sig(2)` significant digits, `x | p` a
 p value, `x | seeds` "9-18", `x | classes` each class's seeds, `[a, b] | span` the lowest to highest
 bound of several intervals, `x | flip` B - A from A - B, `name | short` without the dataset,
 `x | mean`. Templates type no result: tests/test_render.py fails on a decimal written into a
@@ -97,6 +99,7 @@ class Study(dict):
             self["summary"] = {prefix + stem(row) + (f"/{row['setting']}" if row["setting"] else ""): row
                                for row in rows for prefix in ("", "train_")}  # as bench.contrasts names it too
         self["name"] = os.path.basename(folder)
+        self["has_plan"] = os.path.exists(os.path.join(folder, "plan.md"))  # a study is planned once its plan is written
         self["classes"] = run_classes(os.path.join(folder, "runs"))
         self["classes_by_width"] = run_classes(os.path.join(folder, "runs"), by="n_embd")
         self["budget_by_width"] = run_budgets(os.path.join(folder, "runs"))
@@ -153,7 +156,8 @@ def run_budgets(runs):
             line = next((line for line in f if line.startswith("layout:")), "")
         params, tokens = re.search(r"\| params: ([\d.]+)M \|", line), re.search(r"\| tokens/iter: ([\d,]+) \|", line)
         if params and tokens:
-            found = dict(params=float(params.group(1)) * 1e6, tokens=int(tokens.group(1).replace(",", "")) * config["max_iters"])
+            found = dict(params=float(params.group(1)) * 1e6, iters=config["max_iters"],
+                         tokens=int(tokens.group(1).replace(",", "")) * config["max_iters"])
             if out.setdefault(config["n_embd"], found) != found:
                 raise RenderError(f"{runs}: runs of n_embd {config['n_embd']} logged {out[config['n_embd']]} and {found}")
     return dict(sorted(out.items()))
@@ -232,6 +236,11 @@ def num(x, digits=4):
     return f"{_value(x):.{digits}f}"
 
 
+def sig(x, digits=2):
+    """`digits` significant digits: 4.03 -> '4', 0.0649 -> '0.065' (a ratio written as "about")."""
+    return f"{_value(x):.{digits}g}"
+
+
 def signed(x, digits=4):
     return f"{_value(x):+.{digits}f}"
 
@@ -292,7 +301,7 @@ def environment():
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(num=num, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict, mean=mean)
+    env.filters.update(num=num, sig=sig, signed=signed, ci=ci, p=p, seeds=seeds, span=span, classes=classes, flip=flip, short=short, verdict=verdict, mean=mean)
     from bench.stats import power_at  # a plan's power at the std a study measured: computed, not typed
     from bench.step_time import gpt2_projection  # (compute ms, comm ms, bytes) of a projected micro-step
     from bench.stats import holm, paired_stats, seeds_needed, t_quantile  # the same statistics as the tools'

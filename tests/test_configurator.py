@@ -188,16 +188,18 @@ def test_every_link_key_is_read_by_some_loss_model_and_the_ones_read_pass():
                                          lost_fill="rescale", sync_rotation="hadamard"))
 
 
-def test_the_readme_documents_every_config_key_and_no_other():
-    """README's "Config keys" table: its first column names every global of train.py's config (what
-    configurator.train_defaults reads), and none that train.py lacks."""
+def test_the_docs_document_every_config_key_and_no_other():
+    """docs/configs.md's "Config keys" table (the README links it): its first column names every global of
+    train.py's config (what configurator.train_defaults reads), and none that train.py lacks."""
     import re
-    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert "(docs/configs.md)" in open(os.path.join(root, "README.md")).read()
+    text = open(os.path.join(root, "docs", "configs.md")).read()
     section = text.split("\n## Config keys\n", 1)[1].split("\n## ", 1)[0]
     named = {key for row in re.findall(r"^\| ([^|]+) \|", section, flags=re.M) for key in re.findall(r"`(\w+)`", row)}
     keys = set(configurator.train_defaults())
-    assert not keys - named, f"README's Config keys lacks {sorted(keys - named)}"
-    assert not named - keys, f"README's Config keys names {sorted(named - keys)}, which train.py does not have"
+    assert not keys - named, f"docs/configs.md's Config keys lacks {sorted(keys - named)}"
+    assert not named - keys, f"docs/configs.md's Config keys names {sorted(named - keys)}, which train.py does not have"
 
 
 def test_a_quantized_packet_must_hold_its_scale_and_a_value():

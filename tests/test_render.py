@@ -1,7 +1,8 @@
-"""bench/render.py: every number a reader sees in a rendered region (the findings, RESULTS.md's answers,
-the README's findings paragraph) is the one its study's files hold today; a number edited by hand, a
-template naming a number no file provides and a result typed into a template all fail here."""
+"""bench/render.py: every number a reader sees in a rendered region (the findings, RESULTS.md's answers and
+summary, the README's answers table and its figure) is the one its study's files hold today; a number edited
+by hand, a template naming a number no file provides and a result typed into a template all fail here."""
 
+import glob
 import os
 import re
 
@@ -30,7 +31,7 @@ def test_every_rendered_region_is_what_its_template_and_the_studies_give_today()
 
 def test_every_findings_and_the_first_screens_are_rendered():
     """Each study's findings.md is one rendered region (a template beside it), and so are RESULTS.md's
-    answers and the README's findings paragraph: no study number outside a template."""
+    answers and the README's answers table: no study number outside a template."""
     rendered = {document for document, _ in regions()}
     findings = {os.path.relpath(p, render.ROOT) for p in render.documents() if p.endswith("findings.md")}
     assert findings and findings <= rendered, sorted(findings - rendered)
@@ -62,8 +63,16 @@ def test_a_template_naming_a_number_no_study_provides_fails_with_its_line():
         f"{h9['mean']:+.4f} [{h9['ci_low']:+.4f}, {h9['ci_high']:+.4f}] p {render.p(h9['p_holm'])}"
 
 
-@pytest.mark.parametrize("document, template", regions())
-def test_a_template_types_no_result(document, template):
+def templates():
+    """Every template a document renders: those its regions name, and every one in bench/templates/ (one is
+    included by another: RESULTS.md's one-paragraph summary)."""
+    import glob
+    named = {template for _, template in regions()}
+    return sorted(named | {os.path.relpath(p, render.ROOT) for p in glob.glob(os.path.join(render.ROOT, "bench", "templates", "*.j2"))})
+
+
+@pytest.mark.parametrize("template", templates())
+def test_a_template_types_no_result(template):
     """Prose stays prose, every figure in it comes from a file: outside its {{ }} and code, a template
     writes no decimal but a setting's (SETTINGS)."""
     text = open(os.path.join(render.ROOT, template)).read()
@@ -142,3 +151,57 @@ def test_the_figure_plots_what_the_studies_give_today(tmp_path):
     assert figure.embedded((tmp_path / figure.PATH).read_text())[0] == today  # the check wrote nothing
     assert figure.stale(str(tmp_path), data, write=True)
     assert not figure.stale(str(tmp_path), data, write=False)
+
+
+def _answers(text):
+    """The rows of the first answers table in a markdown text: [(question, the studies its row links)]."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| question |"))
+    out = []
+    for line in lines[start + 2:]:
+        if not line.startswith("| "):
+            break
+        cells = line.split(" | ")
+        out.append((cells[0][2:], sorted(re.findall(r"\[(\w+)\]\(", cells[-1]))))
+    return out
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """The README stays under 400 lines (the depth is in docs/, each page linked from it), and its first screen
+    holds the two commands for a fresh machine, the figure and the answers table."""
+    text = open(os.path.join(render.ROOT, "README.md")).read()
+    lines = text.splitlines()
+    assert len(lines) < 400, f"README.md has {len(lines)} lines: move the depth to a page in docs/"
+    first = "\n".join(lines[:60])
+    assert "./install.sh && python data/shakespeare_char/prepare.py && python train.py" in first
+    assert "./install.sh test && python -m pytest" in first
+    assert "![" in first and "(docs/costs_vs_24comm.svg)" in first
+    assert "| question |" in first and lines.index(next(line for line in lines if line.startswith("| Does it hold"))) < 60
+    pages = {os.path.basename(p) for p in glob.glob(os.path.join(render.ROOT, "docs", "*.md"))}
+    assert pages and all(f"(docs/{page})" in text for page in pages), "a docs/ page the README does not link"
+
+
+def test_the_readmes_answers_are_results_answers():
+    """The README's answers table is RESULTS.md's first-screen table, one line a row: the same questions in the
+    same order, each linking the studies RESULTS' row links."""
+    readme = _answers(open(os.path.join(render.ROOT, "README.md")).read())
+    results = _answers(open(os.path.join(render.ROOT, "bench", "RESULTS.md")).read())
+    assert readme and readme == results
+
+
+def test_the_planned_width_study_is_linked_once_its_plan_is_written(tmp_path):
+    """The first screens name the study of width alone; they link it only once its folder holds a plan.md
+    (a folder begun before its plan, or none, is named without a link that could point at nothing)."""
+    env, data = render.environment(), render.numbers()
+    texts = lambda: [render.render_template(f"bench/templates/{t}.md.j2", env, data)  # noqa: E731
+                     for t in ("readme_answers", "results_answers")]
+    data.pop("width_alone", None)
+    assert all("bench/studies/width_alone/" in t and "[width_alone](" not in t for t in texts())
+    (tmp_path / "width_alone").mkdir()
+    data["width_alone"] = render.Study(str(tmp_path / "width_alone"))
+    assert all("[width_alone](" not in t for t in texts())
+    (tmp_path / "width_alone" / "plan.md").write_text("# plan\n")
+    data["width_alone"] = render.Study(str(tmp_path / "width_alone"))
+    readme, results = texts()
+    assert "[width_alone](bench/studies/width_alone/plan.md)" in readme
+    assert "[width_alone](studies/width_alone/plan.md)" in results

@@ -356,11 +356,15 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
     assert len(row) == 1 and "24comm costs more under SP, 12comm unresolved (Holm over 2)" in row[0]
     assert "SP minus all-reduce, 24comm +0.0300 [+0.0200, +0.0400] (Holm p 0.002)" in row[0]
+    row = [line for line in env.get_template("bench/templates/readme_answers.md.j2").render(**data).splitlines()
+           if line.startswith("| Does a lossy network cost more under sequence parallelism?")]  # the README's
+    assert len(row) == 1 and "24comm costs more, +0.0300 [+0.0200, +0.0400]; 12comm unresolved" in row[0]
 
 
 def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
-    """sp_loss's plan amendment 1: with withdrawal.json and no new analysis, findings.md, RESULTS' row and the
-    README's findings say withdrawn and name the fix, count the rerun's b1_sp seeds, and print no SP contrast."""
+    """sp_loss's plan amendment 1: with withdrawal.json and no new analysis, findings.md, RESULTS' row and
+    summary and the README's row say withdrawn and name the fix, count the rerun's b1_sp seeds, and print no
+    SP contrast."""
     import glob
     import os
     import shutil
@@ -382,8 +386,11 @@ def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
     row = [line for line in env.get_template("bench/templates/results_answers.md.j2").render(**data).splitlines()
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
     assert len(row) == 1 and "Withdrawn" in row[0] and f"`{fixed}`" in row[0] and "SP minus all-reduce" not in row[0]
-    readme = env.get_template("bench/templates/readme_findings.md.j2").render(**data)
-    assert "sequence parallelism is\nwithdrawn" in readme and "SP minus all-reduce" not in readme
+    summary = env.get_template("bench/templates/results_summary.md.j2").render(**data)  # RESULTS' paragraph
+    assert "sequence parallelism is\nwithdrawn" in summary and "SP minus all-reduce" not in summary
+    row = [line for line in env.get_template("bench/templates/readme_answers.md.j2").render(**data).splitlines()
+           if line.startswith("| Does a lossy network cost more under sequence parallelism?")]  # the README's
+    assert len(row) == 1 and "Withdrawn" in row[0] and f"`{fixed}`" in row[0] and "SP - all-reduce" not in row[0]
 
 
 def test_a_checkpoint_is_rebuilt_with_its_sequence_parallelism():
