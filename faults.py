@@ -98,7 +98,9 @@ def fail(message, grace_s=30):
     same mistake, and rank 0 says it. The others wait (up to grace_s) until rank 0 has written its
     line before they exit, because torchrun ends the job's other processes as soon as one exits
     with an error, and a rank 0 a little behind would be killed before it said why. A mistake that
-    rank 0 does not find is said by the rank that found it, once the grace has passed."""
+    rank 0 does not find is said by the rank that found it, once the grace has passed. Before the
+    process group exists (train.py's config checks) there is no store to wait on: the others sleep
+    through the grace instead, and torchrun ends them as soon as rank 0 exits with its line."""
     rank = int(os.environ.get("RANK", "0"))
     store = dist.distributed_c10d._get_default_store() if dist.is_initialized() else None
     if rank == 0:
@@ -112,6 +114,13 @@ def fail(message, grace_s=30):
         except Exception:  # rank 0 did not say it in time (or is gone): say it here
             sys.stderr.write(f"error: rank {rank}: {message}\n")
             sys.stderr.flush()
+    else:  # before the process group (train.py's config checks): no store to wait on. Every rank runs the same checks
+        # on the same arguments, so rank 0 finds the mistake moments apart from this rank, and torchrun ends this rank
+        # once rank 0 exits with its line: a bounded sleep is the simplest reliable wait. It runs out only for a
+        # mistake rank 0 did not find (rank 0 is then waiting for its peers in init_process_group): say it here
+        time.sleep(grace_s)
+        sys.stderr.write(f"error: rank {rank}: {message}\n")
+        sys.stderr.flush()
     if dist.is_initialized():
         dist.destroy_process_group()
     sys.exit(1)

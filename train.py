@@ -124,7 +124,7 @@ try:
     configurator.check_train_config(_config, _explicit)  # allowed values and ranges of the keys above
     globals().update(_config)
 except configurator.ConfigError as e:
-    sys.exit(f"error: {e}")
+    faults.fail(e)  # under torchrun: one line, rank 0's, as for every later mistake
 if "lr_decay_iters" not in _explicit:
     lr_decay_iters = max_iters
 config = {k: globals()[k] for k in config_keys}  # what this run uses, saved with every checkpoint
@@ -138,7 +138,7 @@ distributed = int(os.environ.get("RANK", -1)) != -1
 try:
     device = configurator.resolve_device(device)  # 'auto': cuda where there is one
 except configurator.ConfigError as e:
-    sys.exit(f"error: {e}")
+    faults.fail(e)  # under torchrun: one line, rank 0's, as for every later mistake
 device_type = "cuda" if device.startswith("cuda") else "cpu"
 if tp_procs * pp_size > 1 and not distributed:
     why = f"tp_mode={tp_mode!r} runs one process per TP rank" if tp_procs > 1 else f"pp_size={pp_size} runs one process per stage"

@@ -176,6 +176,21 @@ def test_a_mistake_found_under_torchrun_is_said_once(tmp_path, finders, delays, 
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [said], result.stderr[-2000:]
 
 
+def test_a_peer_that_finds_a_mistake_before_the_process_group_waits_for_rank_0(monkeypatch, capsys):
+    """train.py's config checks run before the process group, so a rank other than 0 has no store to wait on: it
+    must not exit at once (torchrun would end rank 0 before it said the mistake), so it sleeps through the grace,
+    in which torchrun ends it once rank 0 has exited with its line; still alive after it (rank 0 did not find the
+    mistake), it says the mistake itself."""
+    import faults
+    slept = []
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(faults.time, "sleep", slept.append)
+    with pytest.raises(SystemExit) as end:
+        faults.fail("the mistake", grace_s=7)
+    assert end.value.code == 1 and slept == [7]
+    assert capsys.readouterr().err == "error: rank 1: the mistake\n"
+
+
 def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path, monkeypatch):
     """run_info.json names the commit (the caller's TP_SYNC_COMMIT where given: a copy's git metadata
     can be stale) and the numerics class a contrast must not mix: device, host model, ISA, dtype as

@@ -136,6 +136,13 @@ def test_two_process_data_parallel_run(char_data, tmp_path):
     assert bad.returncode != 0 and "gradient_accumulation_steps=3 is not divisible" in bad.stderr
 
 
+def test_a_config_mistake_under_torchrun_is_said_once(tmp_path):
+    """A bad key value is found before the process group starts (train.py's config checks), by every rank:
+    rank 0 says it and exits, the others wait (faults.fail) for torchrun to end them, not each saying it."""
+    result = torchrun(2, *TINY, f"--out_dir={tmp_path}", "--sync_fraction=0")
+    assert_one_line_error(result, "error: sync_fraction=0.0 must be in (0, 1]")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("wandb") is None, reason="wandb not installed")
 def test_wandb_offline(char_data, tmp_path):
