@@ -229,6 +229,8 @@ def ranks_here(nproc, args, timeout=600):
     # first (faults.fail) must not take the store its peers are still reading from.
     store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     with tempfile.TemporaryDirectory() as logs:
+        for name in (f"{rank}.{kind}" for rank in range(nproc) for kind in ("out", "err")):  # made here, empty: a rank
+            open(os.path.join(logs, name), "w").close()  # a peer's failure ended before it opened its own said nothing
         ranks = [context.Process(target=_rank_main, args=(rank, nproc, store.port, args, logs)) for rank in range(nproc)]
         for process in ranks:
             process.start()
