@@ -1,6 +1,6 @@
 """
-Numbers rendered, not typed (issue 47): every figure in a study's findings, in RESULTS.md's answers
-and in the README's findings paragraph comes from a file its analysis wrote.
+Numbers rendered, not typed (issue 47): every figure in a study's findings, in RESULTS.md's answers and
+summary, and in the README's answers table and figure comes from a file its analysis wrote.
 
 A document holds rendered regions. Each starts with a marker naming its template and ends with
 `<!-- end rendered -->`; its text is the template (Jinja2) rendered with the numbers of every study:

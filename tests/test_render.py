@@ -105,13 +105,13 @@ def test_a_contrast_name_two_family_files_use_is_named_by_its_file(tmp_path):
 
 
 def test_every_relative_link_in_the_docs_resolves():
-    """A reader follows the links from the README and RESULTS.md to each study's findings, plan and runs:
-    every relative link in a tracked markdown file names a file or folder that exists (the templates in
-    bench/templates/ are checked where they render, in the README and RESULTS.md)."""
+    """A reader follows the links from the README, its docs/ pages and RESULTS.md to each study's findings,
+    plan and runs: every relative link in a tracked markdown file names a file or folder that exists (the
+    templates in bench/templates/ are checked where they render, in the README and RESULTS.md)."""
     import subprocess
     files = subprocess.run(["git", "ls-files", "*.md", "*.md.j2"], cwd=render.ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
-    assert "README.md" in files and "bench/RESULTS.md" in files
+    assert "README.md" in files and "bench/RESULTS.md" in files and "docs/configs.md" in files
     broken = []
     for name in files:
         if name.startswith("bench/templates/"):
