@@ -11,7 +11,7 @@ object, chosen once (`comm_for(tp_mode, ...)`), with the same methods in both cl
     SimComm   one process holds all tp_size ranks on a leading axis; a sync is a (masked) sum
     DistComm  one TP rank per process; a sync is an all-reduce, or an all-gather (lossy, quantized)
 
-Residual state at a sync (see README, "What a block does"):
+Residual state at a sync (see docs/blocks.md, "What a block does"):
     b: (Rb, B, L, C)  each rank's view of the last synchronised state
     d: (R,  B, L, C)  each rank's partial contributions not yet synchronised
 R: the TP ranks this process holds (tp_size in `sim`). Rb is 1 while every rank agrees on b and
@@ -189,7 +189,7 @@ class TPComm(PassContexts, SharedParams, SequenceHalves):
     def land(self, b, message, point, hidden):
         """b + a message sent with later=True: in `dist`, its all-reduce is waited for now. hidden: the schedule
         ran another sublayer between its send and now (counted as hidden, not exposed: the schedule's count;
-        in `dist` a quantized, partial or lossy sync was waited for at its send, README "metrics.jsonl")."""
+        in `dist` a quantized, partial or lossy sync was waited for at its send, docs/runs.md, "What a run writes")."""
         work = None if torch.compiler.is_compiling() else self.in_flight.pop(point, None)
         if work is not None:  # the rest of its time in the collective: cross timed only the issue
             with self.timed():

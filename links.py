@@ -1,6 +1,6 @@
 """
 The network between TP ranks: packet-loss models, their presets, the per-link packet
-streams, and the statistics of what was sent and lost (README, "Lossy links").
+streams, and the statistics of what was sent and lost (docs/lossy-links.md, "Lossy links").
 
 comms.py performs the collectives; at a sync it asks the run's link which packets of each message
 arrive. A message is one rank's partial tensor, cut into packets of packet_bytes; a lost packet arrives
@@ -67,7 +67,7 @@ class LossyLink:
     so runs are reproducible and any process holding a link draws the same masks. Statistics stay on
     the device until read. `purpose` separates the streams of evaluation from those of training.
 
-    A lost packet (README, "When packets are lost"): lost_fill 'zero' or 'rescale' (what arrived from
+    A lost packet (docs/lossy-links.md, "When packets are lost"): lost_fill 'zero' or 'rescale' (what arrived from
     another rank scaled by 1/(1-q), q the stationary loss); rotation 'none' or 'hadamard' (rotation.py);
     transport 'unreliable' or 'reliable' (resent until it arrives: lossless numbers, resends counted).
     """

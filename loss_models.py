@@ -1,5 +1,5 @@
 """
-The packet-loss models of a link (README, "Lossy links"): Bernoulli and Gilbert-Elliott, and the
+The packet-loss models of a link (docs/lossy-links.md, "Lossy links"): Bernoulli and Gilbert-Elliott, and the
 named Gilbert-Elliott presets. A model draws the lost flags of the next packets of one link's
 stream (links.py owns the streams, the messages and the statistics).
 """
@@ -152,7 +152,7 @@ class GilbertElliottLoss:
 
 # Named Gilbert-Elliott settings: (p, r, k, h). `zero` is the lossless control; the
 # others span light to heavy loss and short to long bursts. Their stationary loss rates
-# and mean burst lengths are computed by GilbertElliottLoss (the README's table is
+# and mean burst lengths are computed by GilbertElliottLoss (the table in docs/lossy-links.md is
 # checked against them by tests/test_lossy.py).
 GE_PRESETS = {
     "zero": (0.0, 1.0, 1.0, 1.0),

@@ -5,7 +5,7 @@ torch.distributed.pipelining's schedules (GPipe or 1F1B) over gradient_accumulat
 micro-batches. The embedding is on the first stage, ln_f and the LM head on the last.
 
 What crosses a stage boundary is the whole residual state: b and, after a `parallel` block, the
-pending partials d (README, "What a block does"). So a cut anywhere, even inside a run of
+pending partials d (docs/blocks.md, "What a block does"). So a cut anywhere, even inside a run of
 `parallel` blocks, changes nothing: every stage runs exactly the unpipelined model's blocks, with
 the same syncs in the same places, and the function, the sync count and the packet masks are
 those of pp_size=1 (tests/test_pipeline.py). Three things span stages and are done here:

@@ -1,5 +1,5 @@
 """
-The random-sign Hadamard rotation of a sync's messages (`sync_rotation='hadamard'`; README,
+The random-sign Hadamard rotation of a sync's messages (`sync_rotation='hadamard'`; docs/lossy-links.md,
 "When packets are lost"). The sender multiplies its message by random signs and a Hadamard
 transform before cutting it into packets; the receiver applies the inverse to what arrived. A
 lost packet then removes a little of every element of its block instead of all of a few.

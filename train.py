@@ -4,7 +4,7 @@ overrides and data parallel over 8 GPUs (each process simulating the TP ranks), 
 $ python train.py
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --max_iters=20000
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_12comm.py --tp_mode=dist
-Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see README).
+Every run prints its layout at startup and logs to out_dir/metrics.jsonl (see docs/runs.md).
 """
 
 import datetime
@@ -76,7 +76,7 @@ pp_size = 1  # pipeline stages of contiguous blocks; the embedding on the first,
 pp_split = ""  # the first block of stages 2.., e.g. '5,9'; '' cuts into equal counts
 pp_schedule = "1f1b"  # 'gpipe' or '1f1b' (torch.distributed.pipelining), over gradient_accumulation_steps micro-batches
 tp_backend = "native"  # 'native', 'megatron' (megatron-core's layers; tp_mode='dist'), 'auto'
-# lossy TP links: packet loss on the sync points' messages (README, "Lossy links")
+# lossy TP links: packet loss on the sync points' messages (docs/lossy-links.md, "Lossy links")
 loss_model = "none"  # 'none', 'bernoulli', 'gilbert_elliott'
 loss_rate = 0.0  # bernoulli: probability that a packet is lost
 ge_preset = "moderate"  # gilbert_elliott: a preset in links.GE_PRESETS, overridden key by key by:

@@ -19,7 +19,7 @@ the collectives cost, and what that projects to for GPT-2 124M with TP=2 across 
    Ladder (DESIGN section 8) is measured beside 24comm: how much of the syncs' all-reduce time (forward
    and backward) the next sublayer hides on this machine (paired per round), and every scheme (drop, hide, shrink) is
    projected from its bytes and exposed syncs, with what is assumed labelled.
-4. The price of reliability (transport='reliable', README "When packets are lost"): a message of
+4. The price of reliability (transport='reliable', docs/lossy-links.md, "When packets are lost"): a message of
    n packets is resent in rounds until every packet arrived; for Bernoulli q, P(rounds <= k) =
    (1 - q^k)^n, for Gilbert-Elliott the chain's exact distribution (rounds_cdf), and a sync waits
    for the slowest of its T(T-1) messages. Each resend round costs an ASSUMED retransmission timeout

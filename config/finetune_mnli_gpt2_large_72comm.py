@@ -5,7 +5,7 @@
 # --max_steps 500 -> max_iters; the rest as Hugging Face's Trainer defaults those flags come from
 # (no warmup, decay to 0, AdamW betas (0.9, 0.999), no weight decay, clip 1.0), cosine for its linear.
 # Evals log val loss and the label accuracy / label loss of the first eval_iters x batch_size = 800
-# dev_matched and dev_mismatched prompts (label_eval.py; README "Fine-tuning on MNLI").
+# dev_matched and dev_mismatched prompts (label_eval.py; docs/data.md, "Fine-tuning on MNLI").
 # prepare as: python data/mnli/prepare.py  (offline: --input DIR with GLUE's MNLI TSVs)
 # launch as: torchrun --standalone --nproc_per_node=2 train.py config/finetune_mnli_gpt2_large_72comm.py --tp_mode=dist
 #   (or one GPU, both TP ranks in one process: python train.py config/finetune_mnli_gpt2_large_72comm.py)

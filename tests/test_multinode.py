@@ -1,5 +1,5 @@
 """Several nodes: two torchrun agents on this machine, rendezvousing over c10d as two nodes would
-(the README's multi-node commands), one process each: TP=2 across the "nodes", and pipeline
+(the multi-node commands in docs/modes.md), one process each: TP=2 across the "nodes", and pipeline
 stages across them. The run must be the single-agent run: the same losses, sync counts and packets."""
 
 import os
@@ -20,7 +20,7 @@ def free_port():
 
 
 def two_agents(args, timeout=600):
-    """The README's two-node launch, both agents here: --nnodes=2 --nproc_per_node=1, c10d rendezvous."""
+    """The two-node launch in docs/modes.md, both agents here: --nnodes=2 --nproc_per_node=1, c10d rendezvous."""
     port = free_port()
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
                "--rdzv_backend=c10d", f"--rdzv_endpoint=localhost:{port}", f"--rdzv_id=tp-sync-{port}",
@@ -42,7 +42,7 @@ def two_agents(args, timeout=600):
 def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=tp,parallel", "--tp_size=2", "--tp_mode=dist",
             *link_args(LINKS["bernoulli"])]
-    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as README says
+    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as docs/modes.md says
     assert one.returncode == 0, one.stderr[-2000:]
     results = two_agents([*args, f"--out_dir={tmp_path / 'two'}"])
     for code, out, err in results:
@@ -57,10 +57,10 @@ def test_tp2_across_two_agents_equals_one_agent(char_data, tmp_path):
 
 @pytest.mark.slow
 def test_pipeline_stages_across_two_agents_equal_one_agent(char_data, tmp_path):
-    """The README's pipeline launch across nodes: one stage per "node" (pp=2, `sim` TP inside each)."""
+    """The pipeline launch across nodes in docs/modes.md: one stage per "node" (pp=2, `sim` TP inside each)."""
     args = [*SMALL, f"--data_dir={char_data}", "--block_types=spd,parallel", "--tp_size=2", "--pp_size=2",
             "--pp_split=4", "--gradient_accumulation_steps=2", *link_args(LINKS["bernoulli"])]
-    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as README says
+    one = torchrun(2, *args, f"--out_dir={tmp_path / 'one'}", launcher=True)  # --standalone, as docs/modes.md says
     assert one.returncode == 0, one.stderr[-2000:]
     results = two_agents([*args, f"--out_dir={tmp_path / 'two'}"])
     for code, out, err in results:
