@@ -153,6 +153,7 @@ def test_scheme_time_times_every_scheme_against_24comm(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # 44 s with the cores shared four ways
 def test_step_time_splits_ladders_hidden_time_by_pass(tmp_path):
     """bench/step_time.py at a tiny size under torchrun: `ladder_fwd` (ladder, its backward exchanges waited
     for at once) hides no backward exchange and ladder all of its hidden syncs'; the forward's and the

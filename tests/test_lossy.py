@@ -96,7 +96,7 @@ def test_a_chain_that_never_leaves_a_state_takes_integer_probabilities():
 
 
 @pytest.mark.parametrize("messages", [pytest.param(2_000, id="fast"),
-                                      pytest.param(100_000, id="full", marks=pytest.mark.slow)])
+                                      pytest.param(100_000, id="full", marks=[pytest.mark.slow, pytest.mark.timeout(300)])])
 @pytest.mark.parametrize("draw_name", ["draw_states", "bad_states"])
 def test_chain_state_carries_over_between_messages(draw_name, messages):
     """n-packet messages have the statistics of one long message: boundaries are not resets.

@@ -106,6 +106,7 @@ def test_zero1_in_dist_mode_dp2_tp2(char_data, tmp_path):
 
 # a measurement of bench/memory.py, not an identity: the slow tier
 @pytest.mark.slow
+@pytest.mark.timeout(480)  # 161 s with the cores shared four ways
 def test_the_features_save_the_memory_they_promise():
     """bench/memory.py's char rows (fake tensors, MemTracker): ZeRO-1 at dp=2 holds at most about
     half of AdamW's state per rank, and checkpointing keeps a fraction of the activations."""

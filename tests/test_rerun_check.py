@@ -42,6 +42,7 @@ def test_deterministic_kernels_are_on_and_change_nothing_on_cpu(char_data, tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # 53 s with the cores shared four ways
 def test_rerun_check_finds_every_pair_identical_on_cpu(char_data, capsys, tmp_path):
     """The whole tool on a tiny model: on a CPU every pair is bit-identical, the control included."""
     main(["--max_iters=6", "--slots=2", f"--out={tmp_path}", "--train_args", *TINY, f"--data_dir={char_data}"])

@@ -236,6 +236,7 @@ def test_a_cpu_bound_width_runs_on_a_gpu_in_full_float32_only(tmp_path, monkeypa
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # 74 s with the cores shared four ways
 def test_device_width_runs_a_whole_seed_for_real_at_a_tiny_size(char_data, tmp_path):
     """The same call on the CPU at a tiny size with the real sweeps and train.py: one seed's eight runs finish,
     each run_info names the caller's commit and the bfloat16 class, and they come back packed."""

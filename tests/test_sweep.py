@@ -99,6 +99,7 @@ common = {{{", ".join(f"{k!r}: {v!r}" for k, v in common.items())}}}
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(480)  # 157 s with the cores shared four ways
 def test_sweep_runs_summarizes_skips_and_resumes(char_data, tmp_path):
     sweep = write_sweep(tmp_path, char_data)
     out = tmp_path / "runs"
@@ -241,6 +242,7 @@ def test_seeds_option_runs_only_those_seeds_of_the_sweep(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # 74 s with the cores shared four ways
 def test_device_sweep_packs_only_whole_seeds_and_two_sweeps_share_a_call(char_data, tmp_path):
     """bench/device_sweep.sh, as a lent GPU machine runs it (here on the CPU): each sweep packs its own
     finished seeds' logs without checkpoints, and a call cut off by its limit packs nothing."""
