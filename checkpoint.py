@@ -208,7 +208,6 @@ def _load_sharded(model, optimizer, model_state, optim_state, comm):
 
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "bias")  # and vocab_size: the weights decide them
 
-
 # Weights to start a new run from. dense: a tp_size=1 GPT's state dict (GPT.dense_state_dict's layout);
 # shape: SHAPE_KEYS + vocab_size; text: where they came from; checkpoint: the source checkpoint or None
 Weights = collections.namedtuple("Weights", "dense shape text checkpoint", defaults=(None,))
@@ -407,7 +406,8 @@ def model_as_run(checkpoint, device, sequence_parallel=True):
     return model.to(device)
 
 
-PART_KEYS = ("git_commit", "numerics", "host", "started")  # what run_info keeps of each earlier part of a resumed run
+# what run_info keeps of each earlier part of a resumed run: its code (and whether the tree was clean), packages, class
+PART_KEYS = ("git_commit", "checkout_commit", "git_dirty", "versions", "numerics", "host", "started", "argv")
 
 
 def describe_run(device, processes, dtype=None, earlier=None):

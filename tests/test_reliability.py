@@ -215,7 +215,9 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path, mo
                      "--init_from=resume").returncode == 0
     resumed = json.load(open(os.path.join(tmp_path, "run_info.json")))
     assert resumed["numerics"] == info["numerics"] and [part["numerics"]["host"] for part in resumed["earlier_parts"]] == ["another CPU"]
-    assert resumed["earlier_parts"][0]["started"] == info["started"]
+    part = resumed["earlier_parts"][0]
+    assert part["started"] == info["started"] and part["argv"] == info["argv"] and part["versions"] == info["versions"]
+    assert (part["checkout_commit"], part["git_dirty"]) == (info["checkout_commit"], info["git_dirty"])
     given = tmp_path / "given"
     monkeypatch.setenv("TP_SYNC_COMMIT", "f" * 40)  # read by the run (checkpoint.describe_run): in this process too
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True").returncode == 0
