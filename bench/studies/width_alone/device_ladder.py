@@ -41,7 +41,6 @@ import hashlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import tarfile
@@ -49,6 +48,7 @@ import tempfile
 import time
 
 from bench import sweep as sweeps
+from bench.studies.scale.device_width import run_sweep  # bench.sweep under a time limit, its process group stopped there
 from bench.studies.width_alone import design, rates as rule
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -156,26 +156,6 @@ def verify_tree(commit, state, tree=ROOT):
             "manifest_sha256": sha256(os.path.join(state, "manifest.txt")),
             "rates_sha256": sha256(os.path.join(state, "rates.json")),
             "data_sha256": hashes}
-
-
-def run_sweep(sweep, out, limit_s, args, log):
-    """bench.sweep on `sweep` (a temporary file, --set's keys added) until it ends or the limit: True if it ended."""
-    sweep = {**sweep, "common": {**sweep["common"], **args.set}}
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write("".join(f"{key} = {value!r}\n" for key, value in sweep.items()))
-    command = [sys.executable, "-m", "bench.sweep", f.name, "--slots", str(args.slots), "--threads", "1",
-               "--no_summary", "--out", out]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                               env={**os.environ, "TP_SYNC_COMMIT": args.commit})
-    try:
-        process.wait(timeout=max(limit_s, 1))
-        return True
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return False
-    finally:
-        os.remove(f.name)
 
 
 def pack(runs, path, record):
