@@ -1,6 +1,6 @@
 """
 Checkpoints: one file, written atomically, in the `sim` layout; resuming from it; and the other files a
-run leaves to continue and trace it (its log, run_info.json).
+run leaves to continue it (its log); what produced the run (run_info.json) is provenance.py's.
 
 Every sharded weight (and its AdamW moments) is stored with all TP ranks' shards stacked on the leading
 axis, as a `sim` model holds them; replicated weights once. A `dist` run gathers its shards into that layout
@@ -11,16 +11,11 @@ one out, which link streams a process draws from) is asked of the execution mode
 """
 
 import collections
-import datetime
-import importlib.metadata
 import io
 import json
 import logging
 import os
-import platform
 import signal
-import subprocess
-import sys
 
 import torch
 import torch.distributed as dist
@@ -104,7 +99,7 @@ def gather(model, optimizer, comm):
 
 
 def write_json(path, content):
-    """A run file (config.json, run_info.json, link_stats.json), indented for reading."""
+    """A run file (link_stats.json), indented for reading."""
     with open(path, "w") as f:
         json.dump(content, f, indent=2)
 
@@ -367,27 +362,6 @@ def start_log(log_path, resume_iter=None):
     os.replace(log_path + ".tmp", log_path)
 
 
-def cpu_model():
-    """The CPU's model name (Linux: /proc/cpuinfo), else platform.processor(), else 'cpu'."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "cpu")
-    except OSError:
-        return platform.processor() or "cpu"
-
-
-def numerics_class(device, dtype):
-    """What decides a run's float results beside its settings: two runs of one class and settings compute
-    the same numbers; a contrast pairs runs of one class only (bench/studies: a class per seed set).
-    dtype: the run's resolved dtype ('auto' already made float32 / bfloat16 / float16)."""
-    cuda = str(device).startswith("cuda")
-    return {"device": "cuda" if cuda else "cpu",
-            "host": torch.cuda.get_device_name() if cuda else cpu_model(),  # GPU model, or CPU model
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "dtype": dtype,
-            "tf32": bool(cuda and torch.backends.cuda.matmul.allow_tf32),  # float32 matmuls in TF32 (CUDA only)
-            "deterministic": torch.are_deterministic_algorithms_enabled()}
-
-
 def model_as_run(checkpoint, device, sequence_parallel=True):
     """A checkpoint's model as its run computed at its last iteration, every TP rank in this process on a
     lossless link (sample.py, bench tools): with its sync width and dtype (sync_fraction and sync_dtype are
@@ -404,47 +378,3 @@ def model_as_run(checkpoint, device, sequence_parallel=True):
         model.set_block_types(pattern_at(parse_block_schedule(config["block_schedule"], args["n_layer"]), checkpoint["iter_num"]))
     model.load_state_dict(checkpoint["model"])
     return model.to(device)
-
-
-# what run_info keeps of each earlier part of a resumed run: its code (and whether the tree was clean), packages, class
-PART_KEYS = ("git_commit", "checkout_commit", "git_dirty", "versions", "numerics", "host", "started", "argv")
-
-
-def describe_run(device, processes, dtype=None, earlier=None):
-    """What produced a run, so every result can be traced to its code (out_dir/run_info.json,
-    and a copy in every checkpoint): git commit and whether the tree had local changes,
-    package versions, device and CPU kernel ISA, the numerics class, command line. TP_SYNC_COMMIT
-    (set by a caller that knows it, e.g. a script that sent a copy of the tree to another machine,
-    whose git metadata may be stale) names the true commit; git_commit_from says where it came from.
-    earlier: a resumed run's checkpointed run_info; its parts before this one are kept (`earlier_parts`),
-    so a run continued on another host or commit says so (bench.summary refuses to pair it across classes)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-
-    def git(*args):
-        try:
-            out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
-            return out.stdout.strip() if out.returncode == 0 else ""
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    versions = {"python": platform.python_version(), "torch": torch.__version__}
-    for package in ("numpy", "tiktoken", "datasets", "wandb", "megatron-core"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    commit, given = git("rev-parse", "HEAD"), os.environ.get("TP_SYNC_COMMIT", "")
-    return {"git_commit": given or commit or None, "git_commit_from": "caller" if given else "checkout",
-            "checkout_commit": commit or None,
-            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
-            "versions": versions, "cuda": torch.version.cuda,
-            "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else platform.processor() or "cpu",
-            # the vector ISA torch's CPU kernels dispatch to (AVX2, AVX512, ...): another one rounds
-            # differently, so the same run on another machine drifts (bench/RESULTS.md)
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "deterministic_kernels": torch.are_deterministic_algorithms_enabled(),  # train.py's `deterministic`, as in force
-            **({"numerics": numerics_class(device, dtype)} if dtype else {}),
-            "processes": processes, "argv": sys.argv, "host": platform.node(),
-            "started": datetime.datetime.now().isoformat(timespec="seconds"),
-            **({"earlier_parts": [*earlier.get("earlier_parts", []), {key: earlier.get(key) for key in PART_KEYS}]}
-               if earlier else {})}

@@ -25,6 +25,7 @@ import configurator
 import faults
 import label_eval
 import megatron_shim
+import provenance
 from data.common import DROPOUT as _DROPOUT, REPLICATED_DROPOUT as _REPLICATED  # _: not config keys
 from data.common import Batches, PrepareError, read_prepared, step_seed
 from links import LossyLink, link_from
@@ -239,13 +240,12 @@ if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parall
 train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
-run_info = ckpt.describe_run(device, world, dtype, earlier_info)  # its numerics class, and a resumed run's earlier parts
+run_info, tree_diff = provenance.describe_run(device, world, dtype, earlier_info)  # its commit, class, earlier parts
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
-    if not eval_only:
-        for name, content in (("config.json", config), ("run_info.json", run_info)):
-            ckpt.write_json(os.path.join(out_dir, name), content)
+    if not eval_only:  # config.json, run_info.json and a dirty tree's difference from its commit
+        provenance.write_run_files(out_dir, config, run_info, tree_diff)
         ckpt.start_log(log_path, resume_iter=iter_num if init_from == "resume" else None)
     print(f"layout: dp={dp_world} x {f'pp={pp_size} x ' if pp_size > 1 else ''}tp={tp_size} ({tp_mode}, {world} process{'es' if world > 1 else ''}) | "
           f"blocks: {describe_schedule(schedule, tp_size)} | sync points: {raw_model.sync_points} per pass, "

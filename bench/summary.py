@@ -189,7 +189,7 @@ def read_run(run_dir):
     row["_full_tp"] = row["_megatron"] and cfg["loss_model"] == "none"
     row["_name"] = setting_name(row["config"], row["setting"])
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
-    info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (checkpoint.numerics_class), if recorded
+    info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (provenance.numerics_class), if recorded
     info = json.load(open(info_path)) if os.path.exists(info_path) else {}
     row["_numerics"], row["_class"] = run_numerics(info), class_label(info)
     curve = [(r["iter"], r["val_loss"]) for r in evals]

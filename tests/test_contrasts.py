@@ -87,7 +87,7 @@ def test_seeds_on_a_gpu_and_a_cpu_are_one_setting_where_they_computed_the_same(t
 
 
 def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
-    """Runs record their numerics class (run_info.json, checkpoint.numerics_class); a contrast pairing a
+    """Runs record their numerics class (run_info.json, provenance.numerics_class); a contrast pairing a
     CPU run with a TF32 GPU run of the same seed is one clear error, a pair of one class passes, and
     runs from before the class was recorded pair as before (every committed study's)."""
     fabricate(tmp_path / "runs")
@@ -103,7 +103,7 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
     with pytest.raises(summary.SummaryError, match=r"C1: seed \d+: .* ran in different numerics classes \(device "
                                                    r"'cuda' vs 'cpu', host 'NVIDIA H200' vs 'AMD EPYC', tf32 True vs False\)"):
         contrasts.family(summary.aggregate(summary.read_runs([str(tmp_path / "runs")])[0]), pair)
-    # a run begun on another CPU and resumed on this one (checkpoint.describe_run's earlier_parts) is of neither class
+    # a run begun on another CPU and resumed on this one (provenance.describe_run's earlier_parts) is of neither class
     (gpu_run / "run_info.json").write_text(json.dumps({"numerics": cpu, "earlier_parts": [
         {"numerics": cpu}, {"numerics": {**cpu, "host": "Intel Xeon", "cpu_capability": "AVX512"}}]}))
     with pytest.raises(summary.SummaryError, match=r"ran in different numerics classes \(resumed_from \[\{.*Intel Xeon"):

@@ -195,7 +195,7 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path, mo
     """run_info.json names the commit (the caller's TP_SYNC_COMMIT where given: a copy's git metadata
     can be stale) and the numerics class a contrast must not mix: device, host model, ISA, dtype as
     resolved, TF32, deterministic kernels."""
-    from checkpoint import cpu_model
+    from provenance import cpu_model
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--max_iters=2").returncode == 0
     info = json.load(open(os.path.join(tmp_path, "run_info.json")))
     assert info["versions"]["torch"] == torch.__version__ and "numpy" in info["versions"]
@@ -219,14 +219,14 @@ def test_run_info_traces_the_code_and_its_numerics_class(char_data, tmp_path, mo
     assert part["started"] == info["started"] and part["argv"] == info["argv"] and part["versions"] == info["versions"]
     assert (part["checkout_commit"], part["git_dirty"]) == (info["checkout_commit"], info["git_dirty"])
     given = tmp_path / "given"
-    monkeypatch.setenv("TP_SYNC_COMMIT", "f" * 40)  # read by the run (checkpoint.describe_run): in this process too
+    monkeypatch.setenv("TP_SYNC_COMMIT", "f" * 40)  # read by the run (provenance.describe_run): in this process too
     assert run_train(*TINY, f"--data_dir={char_data}", f"--out_dir={given}", "--max_iters=1", "--deterministic=True").returncode == 0
     info = json.load(open(given / "run_info.json"))
     assert (info["git_commit"], info["git_commit_from"]) == ("f" * 40, "caller") and info["numerics"]["deterministic"]
 
 
 def test_tf32_can_be_turned_off_for_a_full_float32_class():
-    """tf32=False: float32 matmuls stay float32 on CUDA (the backend flags checkpoint.numerics_class reads)."""
+    """tf32=False: float32 matmuls stay float32 on CUDA (the backend flags provenance.numerics_class reads)."""
     from step import set_numerics
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     try:
