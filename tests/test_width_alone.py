@@ -5,6 +5,7 @@ and flow (its sweeps faked). Every test takes seconds: no training run."""
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,12 +60,29 @@ def test_every_setting_holds_24comms_chosen_rate_before_its_own_choice_counts():
     assert verdicts == {"ref24": ("chosen", 0.08), "ladder": ("pending", None)} and needed == {"ladder": [0.08]}
 
 
-def fake_tuning_run(folder, run_id, loss=None, diverged=False):
+def fake_tuning_run(folder, run_id, loss=None, diverged=False, width=128, seed=500, lr=0.01):
+    """A tuning run's files as train.py and bench.sweep leave them: result.json and the logs (a diverged run: only
+    the evals before its stop, and the error line train.py writes)."""
     os.makedirs(folder / run_id)
+    (folder / run_id / "config.json").write_text(json.dumps({"seed": seed, "n_embd": width, "learning_rate": lr, "max_iters": 600}))
+    evals = [{"iter": 300, "val_loss": 2.3}] + ([] if diverged else [{"iter": 600, "val_loss": loss}])
+    (folder / run_id / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
     if diverged:
         (folder / run_id / "train.log").write_text("step 300: ...\nerror: iteration 300: val loss nan is not finite; ...\n")
     else:
+        (folder / run_id / "train.log").write_text("iter 600: ...\n")
         (folder / run_id / "result.json").write_text(json.dumps({"final": {"val_loss": loss}}))
+
+
+def fill_tuning(runs, width, best, diverged=()):
+    """Every planned tuning run of the width not yet there, its final loss a parabola in log2(rate) around the
+    setting's best rate plus a seed offset; diverged: (setting, rate, seed) that stop on a non-finite loss."""
+    sweep = design.tuning_sweep(width, design.CPU[width], design.TUNING_SEEDS, design.read_state("tuning/extensions.json"))
+    for run in sweeps.plan(sweep, str(runs)):
+        if not (runs / run["id"]).exists():
+            s, lr = run["setting"].split("_")[1], sweep["settings"][run["setting"]]["learning_rate"]
+            loss = 1.8 + math.log2(lr / best[s]) ** 2 / 10 + (run["seed"] - 501) / 100
+            fake_tuning_run(runs, run["id"], loss, (s, lr, run["seed"]) in diverged, width, run["seed"], lr)
 
 
 def test_the_rates_tool_extends_a_grid_then_writes_the_chosen_rates(state, tmp_path, monkeypatch, capsys):
@@ -72,13 +90,7 @@ def test_the_rates_tool_extends_a_grid_then_writes_the_chosen_rates(state, tmp_p
     best = {"ref24": 0.01, "drop1": 0.01, "half": 0.005, "ladder": 0.0025}  # ladder's at the low end: extend once
 
     def fill():
-        sweep = design.tuning_sweep(128, design.CPU[128], design.TUNING_SEEDS, design.read_state("tuning/extensions.json"))
-        for run in sweeps.plan(sweep, str(runs)):
-            if not (runs / run["id"]).exists():
-                s, lr = run["setting"].split("_")[1], sweep["settings"][run["setting"]]["learning_rate"]
-                loss = 1.8 + math.log2(lr / best[s]) ** 2 / 10 + (run["seed"] - 501) / 100
-                fake_tuning_run(runs, run["id"], loss, diverged=(s == "ladder" and lr == 0.02 and run["seed"] == 502))
-
+        fill_tuning(runs, 128, best, diverged={("ladder", 0.02, 502)})
     argv = ["rates", "--width", "128", "--runs", str(runs), "--write"]
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit, match="48 tuning runs have no verdict yet"):
@@ -94,6 +106,89 @@ def test_the_rates_tool_extends_a_grid_then_writes_the_chosen_rates(state, tmp_p
     assert json.loads((state / "chosen_rates.json").read_text())["128"] == best
     curves = json.loads((state / "tuning" / "sensitivity_w128.json").read_text())["curves"]
     assert curves["ladder"]["band"] == [0.00125, 0.0025, 0.005] and curves["ref24"]["highest_stable"] == 0.02
+
+
+TUNING_RUN = re.compile(r"shakespeare_char_24comm-w(\d+)_([a-z0-9]+)_lr([0-9.e-]+)-s(\d+)")
+
+
+def recompute_tuning(state, runs, width):
+    """A decided width's tuning recomputed from its run logs with a plain loop, not with rates.py: each run's final
+    val loss (metrics.jsonl's eval at max_iters; a run train.py stopped on a non-finite value is diverged, +inf),
+    per setting and rate the mean, sd, min and max over the tuning seeds, the stable band, and the rate the plan's
+    rule picks. Asserts they are what tuning/sensitivity_w<W>.json and chosen_rates.json say."""
+    with open(os.path.join(state, "tuning", f"sensitivity_w{width}.json")) as f:
+        written = json.load(f)
+    with open(os.path.join(state, "chosen_rates.json")) as f:
+        chosen = json.load(f)[str(width)]
+    finals = {}
+    for name in sorted(os.listdir(runs)):
+        match = TUNING_RUN.fullmatch(name)
+        if not match or int(match[1]) != width or int(match[4]) not in written["seeds"]:
+            continue
+        with open(os.path.join(runs, name, "config.json")) as f:
+            max_iters = json.load(f)["max_iters"]
+        with open(os.path.join(runs, name, "metrics.jsonl")) as f:
+            evals = [json.loads(line) for line in f if '"val_loss"' in line]
+        if evals and evals[-1]["iter"] == max_iters and math.isfinite(evals[-1]["val_loss"]):
+            value = evals[-1]["val_loss"]
+        else:
+            with open(os.path.join(runs, name, "train.log")) as f:
+                errors = [line for line in f if line.startswith("error:")]
+            assert errors and ("not finite" in errors[-1] or "non-finite" in errors[-1]), f"{name}: neither ended nor diverged"
+            value = math.inf
+        finals.setdefault(match[2], {}).setdefault(float(match[3]), []).append(value)
+    assert sorted(finals) == sorted(written["curves"]) == sorted(chosen)
+    for setting, by_rate in finals.items():
+        points, means = written["curves"][setting]["points"], {}
+        assert sorted(float(lr) for lr in points) == sorted(by_rate)
+        assert all(chosen["ref24"] in finals[s] for s in finals)  # the rule's step 4: 24comm's rate in every grid
+        for lr, values in by_rate.items():
+            point, ok = points[f"{lr:g}"], [v for v in values if math.isfinite(v)]
+            assert len(values) == point["n"] == len(written["seeds"]) and point["diverged"] == len(values) - len(ok)
+            means[lr] = sum(values) / len(values) if len(ok) == len(values) else math.inf
+            assert point["mean"] == pytest.approx(means[lr], abs=1e-12)
+            if ok:
+                assert (point["min"], point["max"]) == pytest.approx((min(ok), max(ok)), abs=1e-12)
+            if len(ok) > 1:
+                sd = math.sqrt(sum((v - sum(ok) / len(ok)) ** 2 for v in ok) / (len(ok) - 1))
+                assert point["sd"] == pytest.approx(sd, abs=1e-12)
+        best = min(means.values())
+        band = sorted(lr for lr, m in means.items() if m <= best + 0.1) if math.isfinite(best) else []
+        assert written["curves"][setting]["band"] == pytest.approx(band)
+        pick = max(lr for lr, m in means.items() if m <= best + 0.005) if math.isfinite(best) else None
+        assert chosen[setting] == pick, (setting, chosen[setting], pick)
+
+
+def test_the_tuning_is_what_its_run_logs_give_and_renders_from_its_files(state, monkeypatch):
+    """The recompute above on a width the rates tool decided (a diverged seed, a grid extended once), then a run's
+    logged loss moved: the recompute catches it. findings.md's S1 table and choices come from the written files."""
+    from bench.render import Study, render_template
+    runs = state / "tuning" / "runs"
+    best = {"ref24": 0.01, "drop1": 0.01, "half": 0.005, "ladder": 0.0025}
+    monkeypatch.setattr(sys, "argv", ["rates", "--width", "128", "--runs", str(runs), "--write"])
+    for _ in range(2):  # the base grid, then ladder's extension to 0.00125
+        fill_tuning(runs, 128, best, diverged={("ladder", 0.02, 502)})
+        rates.main()
+    recompute_tuning(state, runs, 128)
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(state))})
+    assert "n_embd 128: ref24 0.01, drop1 0.01, half 0.005, ladder 0.0025" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 0.02 |"))
+    assert row.count("diverged (1 of 3)") == 1  # ladder: seed 502 stopped on a non-finite loss
+    assert "| 0.01 | 1.8000 (0.0100) [1.7900, 1.8100] |" in text  # 24comm at its best: 1.8 + seed offsets
+    assert "- ladder: 0.0025; band 0.00125 to 0.005 (2 factor-2 steps)" in text
+    assert "Is ladder's stable range narrower than 24comm's at n_embd 128? Narrower on this grid" in text
+    moved = runs / "shakespeare_char_24comm-w128_half_lr0.005-s501" / "metrics.jsonl"
+    moved.write_text(moved.read_text().replace('"val_loss": 1.8', '"val_loss": 1.9'))
+    with pytest.raises(AssertionError):
+        recompute_tuning(state, runs, 128)
+
+
+TUNED = [w for w in design.CPU if os.path.exists(os.path.join(STUDY, "tuning", f"sensitivity_w{w}.json"))]
+
+
+@pytest.mark.parametrize("width", TUNED)
+def test_each_committed_tuning_is_what_its_run_logs_give(width):
+    recompute_tuning(STUDY, os.path.join(STUDY, "tuning", "runs"), width)
 
 
 def test_each_sweep_file_plans_its_arm_at_the_chosen_rates_and_refuses_before_them(state):
