@@ -5,8 +5,8 @@ train.py writes it as out_dir/run_info.json (a copy goes into every checkpoint):
 differed from it, the package versions, the CPU or GPU, the numerics class a contrast must not mix, the command
 line, and for a resumed run each earlier part. Where the tree differed from its commit (a changed tracked file,
 or an untracked file git does not ignore), the difference itself is saved beside the run as
-tree-<first 12 of its sha256>.diff and its sha256 recorded (`tree_diff_sha256`): a dirty run can be rebuilt
-from its commit and that file, and two runs with the same hash ran the same tree.
+tree-<first 12 of its sha256>.diff and its sha256 recorded (`tree_diff_sha256`): a dirty run's code can be
+rebuilt from its commit and that file (`git apply`; a large untracked file is named there, not kept).
 """
 
 import datetime
@@ -21,7 +21,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-UNTRACKED_KEPT_BYTES = 1 << 20  # an untracked file larger than this enters the diff by its size and hash only
+UNTRACKED_KEPT_BYTES = 1 << 20  # an untracked file larger than this enters the difference by name and size only
+UNTRACKED_KEPT_FILES = 64  # and so does every untracked file past this many (Python files come first)
 # what run_info keeps of each earlier part of a resumed run: its code (and whether the tree was clean), packages, class
 PART_KEYS = ("git_commit", "checkout_commit", "git_dirty", "tree_diff_sha256", "versions", "numerics", "host",
              "started", "argv")
@@ -59,19 +60,20 @@ def _git(root, *args, ok=(0,)):
 
 def tree_state(root=HERE):
     """(HEAD's commit or None, dirty or None, the difference as bytes): tracked changes against HEAD
-    (`git diff --binary`) then each untracked, not ignored file as a new-file diff (a large one by size and hash)."""
+    (`git diff --binary`), then each untracked file git does not ignore as a new-file diff, Python files first.
+    A file over UNTRACKED_KEPT_BYTES, or past the first UNTRACKED_KEPT_FILES (a virtualenv left in the checkout),
+    enters by name and size only: a run's start stays a second, however much lies untracked."""
     commit = (_git(root, "rev-parse", "HEAD") or b"").decode().strip()
     if not commit:
         return None, None, b""
     diff = _git(root, "diff", "--binary", "HEAD") or b""
-    for name in sorted(filter(None, (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0"))):
-        path = os.path.join(root, name.decode())
-        if os.path.getsize(path) > UNTRACKED_KEPT_BYTES:
-            with open(path, "rb") as f:
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
-            diff += f"untracked {name.decode()}: {os.path.getsize(path)} bytes, sha256 {digest} (too large to keep)\n".encode()
+    names = [n.decode() for n in (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0") if n]
+    for i, name in enumerate(sorted(names, key=lambda n: (not n.endswith(".py"), n))):
+        size = os.path.getsize(os.path.join(root, name))
+        if size > UNTRACKED_KEPT_BYTES or i >= UNTRACKED_KEPT_FILES:
+            diff += f"untracked {name}: {size} bytes (not kept)\n".encode()
         else:  # exit 1: the files differ, as a new file always does from /dev/null
-            diff += _git(root, "diff", "--binary", "--no-index", "--", "/dev/null", name.decode(), ok=(0, 1)) or b""
+            diff += _git(root, "diff", "--binary", "--no-index", "--", "/dev/null", name, ok=(0, 1)) or b""
     return commit, bool(diff), diff
 
 

@@ -44,10 +44,13 @@ def test_a_clean_tree_records_its_commit_and_no_difference(repo, tmp_path, monke
 def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(repo, tmp_path, monkeypatch):
     monkeypatch.delenv("TP_SYNC_COMMIT", raising=False)
     monkeypatch.setattr(provenance, "UNTRACKED_KEPT_BYTES", 100)
+    monkeypatch.setattr(provenance, "UNTRACKED_KEPT_FILES", 2)  # configs/mine.py first, then note0.txt
     (repo / "model.py").write_text("width = 128\n")  # a tracked change
     (repo / "configs").mkdir()
     (repo / "configs" / "mine.py").write_text("n_embd = 128\n")  # an untracked file: the run imported or read it
-    (repo / "weights.bin").write_bytes(bytes(range(256)) * 2)  # untracked and too large to keep: by size and hash
+    (repo / "weights.bin").write_bytes(bytes(range(256)) * 2)  # untracked and too large to keep: by name and size
+    for i in range(3):  # past UNTRACKED_KEPT_FILES: by name and size, after the Python files
+        (repo / f"note{i}.txt").write_text("x\n")
     info, diff = provenance.describe_run("cpu", 1, "float32", root=repo)
     assert info["git_dirty"] is True and info["tree_diff_sha256"] == hashlib.sha256(diff).hexdigest()
     out = tmp_path / "out"
@@ -56,7 +59,9 @@ def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(
     assert os.path.basename(path) == f"tree-{info['tree_diff_sha256'][:12]}.diff"
     with open(path, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == info["tree_diff_sha256"]
-    assert f"weights.bin: 512 bytes, sha256 {hashlib.sha256(bytes(range(256)) * 2).hexdigest()}" in diff.decode()
+    assert "untracked weights.bin: 512 bytes (not kept)" in diff.decode()
+    assert [line for line in diff.decode().splitlines() if line.startswith("untracked note")] == [
+        "untracked note1.txt: 2 bytes (not kept)", "untracked note2.txt: 2 bytes (not kept)"]  # 2 of 3 past the cap
     rebuilt = tmp_path / "rebuilt"
     git(tmp_path, "clone", "-q", str(repo), str(rebuilt))
     git(rebuilt, "checkout", "-q", info["git_commit"])
