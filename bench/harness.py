@@ -209,7 +209,7 @@ def torchrun(nproc, *args, env=None, timeout=600, launcher=False):
     return result
 
 
-RANK_PRELOAD = ["bench.harness", "checkpoint", "comms", "configurator", "faults", "label_eval", "megatron_shim",
+RANK_PRELOAD = ["bench.harness", "checkpoint", "comms", "configurator", "faults", "label_eval", "megatron_shim", "provenance",
                 "data.common", "pipeline", "torch.nn.parallel", "torch.distributed"]  # what train.py imports
 
 
