@@ -387,3 +387,115 @@ def test_the_device_call_tunes_every_width_then_keeps_whole_seeds_only(tmp_path,
         assert len({n.split("/")[0] for n in names}) == 16 and not any(n.endswith("ckpt.pt") for n in names)
         assert json.load(tar.extractfile(names[[n.endswith("provenance.json") for n in names].index(True)])) == record
     assert planned[-1]["common"]["dtype"] == "bfloat16" and planned[-1]["seeds"] == [600, 601]
+
+
+def plan_command(writes):
+    """The plan's analysis command (plan.md "Analysis") that writes `writes`, as family.py's argv."""
+    import shlex
+    with open(os.path.join(STUDY, "plan.md")) as f:
+        blocks = re.findall(r"^```[a-z]*\n(.*?)^```", f.read(), re.S | re.M)
+    commands = [c for b in blocks for c in b.replace("\\\n", " ").splitlines()]
+    return next(shlex.split(c)[3:] for c in commands if c.startswith("python -m bench.studies.width_alone.family") and writes in c)
+
+
+def fake_study_runs(runs, finals, commit, hosts):
+    """Study runs as train.py and bench.sweep leave them, built from a committed scale run's files: finals
+    {(width, setting, seed): final val loss}, each setting at RATES' rate; hosts {seed: its CPU model}."""
+    template = os.path.join(SCALE, "runs", "shakespeare_char_24comm-w64_ref24-s300")
+    load = lambda name: json.load(open(os.path.join(template, name)))  # noqa: E731
+    config, info, result = load("config.json"), load("run_info.json"), load("result.json")
+    with open(os.path.join(template, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    last = max(i for i, r in enumerate(records) if "val_loss" in r)
+    for (width, setting, seed), loss in finals.items():
+        run = runs / f"shakespeare_char_24comm-w{width}_{setting}-s{seed}"
+        run.mkdir(parents=True)
+        shutil.copy(os.path.join(template, "train.log"), run / "train.log")
+        write = lambda name, content: (run / name).write_text(json.dumps(content))  # noqa: E731
+        write("config.json", {**config, **design.SETTINGS[setting], **design.shape(width),
+                              **design.rate(RATES[str(width)][setting]), "seed": seed})
+        write("run_info.json", {**info, "git_commit": commit, "checkout_commit": commit, "git_dirty": False,
+                                "numerics": {**info["numerics"], "host": hosts[seed]}})
+        write("result.json", {**result, "id": run.name, "setting": f"w{width}_{setting}", "seed": seed,
+                              "final": {**result["final"], "val_loss": loss}})
+        (run / "metrics.jsonl").write_text("".join(json.dumps({**r, "val_loss": loss} if i == last else r) + "\n"
+                                                   for i, r in enumerate(records)))
+
+
+def recompute_primary(study, commit_runs):
+    """family_primary.json recomputed from the runs' metrics.jsonl with a plain loop (not family.py or
+    bench.stats): each cost per seed, each change per seed as (cost at 128) - (cost at 64), the mean, the 95% t
+    interval, the t test's p and Holm's adjustment by hand. Asserts they are what the file says."""
+    from scipy import stats
+    with open(os.path.join(study, "family_primary.json")) as f:
+        records = json.load(f)
+    runs = os.path.join(study, commit_runs)
+    loss = lambda w, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{s}-s{seed}"))  # noqa: E731
+    seeds_of = lambda w, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-w{w}_{s}-" in n}  # noqa: E731
+    p_values = []
+    for record in records:
+        setting = record["name"].split("_", 1)[1]
+        if record["name"].startswith("c"):
+            width = int(record["name"][1:].split("_")[0])
+            seeds = sorted(seeds_of(width, setting) & seeds_of(width, "ref24"))
+            diffs = [loss(width, setting, s) - loss(width, "ref24", s) for s in seeds]
+        else:
+            seeds = sorted(set.intersection(*(seeds_of(w, x) for w in (64, 128) for x in (setting, "ref24"))))
+            diffs = [(loss(128, setting, s) - loss(128, "ref24", s)) - (loss(64, setting, s) - loss(64, "ref24", s))
+                     for s in seeds]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        assert record["seeds"] == seeds and record["n"] == n
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
+        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+        assert record["p"] == pytest.approx(p_values[-1], rel=1e-6)
+    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
+    for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+    return records
+
+
+def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_renders(tmp_path, monkeypatch):
+    """Fourteen fake study seeds over two numerics classes (ladder's cost rising from 64 to 128, the others not),
+    the plan's own command for the primary family, the plain-loop recompute, findings.md's table and answer; then a
+    run's logged loss moved: the recompute catches it."""
+    import random
+    from bench.render import Study, render_template
+    effect = {64: {"drop1": 0.01, "drop5": 0.005, "half": 0.0, "ladder": 0.02}, 128: {"drop1": 0.01, "half": 0.0, "ladder": 0.09}}
+    finals = {(w, s, seed): 1.9 + effect[w].get(s, 0.0) + random.Random(f"{w}{s}{seed}").gauss(0, 0.01)
+              for w in (64, 128) for s in design.CPU[w] for seed in design.STUDY_SEEDS}
+    hosts = {seed: "AMD EPYC" if seed < 607 else "Intel(R) Xeon(R) Processor @ 2.50GHz" for seed in design.STUDY_SEEDS}
+    commit = "a" * 40
+    fake_study_runs(tmp_path / "runs", finals, commit, hosts)
+    (tmp_path / "chosen_rates.json").write_text(json.dumps(RATES))
+    argv = [a.replace("<P>", commit).replace("bench/studies/width_alone/", f"{tmp_path}/") for a in plan_command("family_primary.json")]
+    monkeypatch.setattr(sys, "argv", ["family", *argv])
+    family.main()
+    records = recompute_primary(tmp_path, "runs")
+    assert [r["name"] for r in records] == ["c64_drop1", "c64_drop5", "c64_half", "c64_ladder", "c128_drop1", "c128_half",
+                                            "c128_ladder", "d_drop1", "d_half", "d_ladder"]
+    by_name = {r["name"]: r for r in records}
+    assert by_name["d_ladder"]["verdict"].startswith("resolved") and by_name["d_ladder"]["mean"] > 0
+    assert sorted(by_name["c64_half"]["by_class"]) == ["cpu AMD EPYC AVX512, float32",
+                                                        "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32"]
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
+    from bench.render import ci
+    row = next(line for line in text.splitlines() if line.startswith("| d_ladder |"))
+    assert f"| 64: 0.005, 0.02; 128: 0.0025, 0.01 | 14 | {ci(by_name['d_ladder'])} |" in row
+    assert f"Yes, it rises: {ci(by_name['d_ladder'])} nats from 64 to 128" in text
+    assert "- c64_half: cpu AMD EPYC AVX512, float32, seeds 600-606: " in text
+    moved = tmp_path / "runs" / "shakespeare_char_24comm-w128_ladder-s605" / "metrics.jsonl"
+    moved.write_text(moved.read_text().replace(f'"val_loss": {finals[(128, "ladder", 605)]}', '"val_loss": 2.5'))
+    with pytest.raises(AssertionError):
+        recompute_primary(tmp_path, "runs")
+
+
+PRIMARY = [STUDY] if os.path.exists(os.path.join(STUDY, "family_primary.json")) else []
+
+
+@pytest.mark.parametrize("study", PRIMARY)
+def test_the_committed_primary_family_is_what_its_run_logs_give(study):
+    recompute_primary(study, "runs")

@@ -22,7 +22,8 @@ Provenance (plan.md "Provenance"), refused in one line otherwise: every run has 
 class and a commit given by --commit; a run from a checkout was clean (git_dirty false); a run whose commit a caller
 gave (a device call) has provenance.json from device_ladder.py saying its tree was verified against that commit; a
 run whose clock restarted (resumed) records as many earlier_parts, each of its own commit and class. All runs of a
-seed in one contrast are of one numerics class.
+seed in one contrast are of one numerics class; where a contrast's seeds span classes, each class's interval is
+printed and written beside the pooled one (`by_class`).
 """
 
 if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
@@ -38,7 +39,7 @@ import numpy as np
 
 from bench.contrasts import find
 from bench.stats import ALPHA, CONFIDENCE, holm, paired_stats
-from bench.summary import SummaryError, aggregate, check_one_class, fmt, parse_seeds, read_runs
+from bench.summary import SummaryError, aggregate, check_one_class, class_label, fmt, parse_seeds, read_runs
 
 RATE_KEYS = ("learning_rate", "min_lr")  # what a best-against-best pair may differ in, beside the setting
 
@@ -164,8 +165,16 @@ def verdict(c):
     return "resolved: A " + ("higher" if c["mean"] > 0 else "lower")
 
 
+def seed_class(run):
+    """A run's numerics class (bench.summary.class_label of its run_info.json); one_class made it its seed's."""
+    path = os.path.join(run["_dir"], "run_info.json")
+    return class_label(json.load(open(path)) if os.path.exists(path) else {})
+
+
 def family(aggregates, specs, commits, same_rate=False):
-    """Every contrast of the command with its statistics, Holm over them; SummaryError on a provenance breach."""
+    """Every contrast of the command with its statistics, Holm over them; SummaryError on a provenance breach.
+    Where a contrast's seeds ran in several numerics classes, `by_class` gives each class's own interval beside
+    the pooled one (plan.md "Pooling over seeds": described, never tested)."""
     out, used = [], {}
     for kind, args in specs:
         c, settings = {"cost": cost, "change": change, "trend": trend}[kind](aggregates, *args, same_rate=same_rate)
@@ -173,6 +182,11 @@ def family(aggregates, specs, commits, same_rate=False):
             for seed in c["per_seed"]:
                 used[setting["_by_seed"][seed]["_dir"]] = setting["_by_seed"][seed]
         c.update(seeds=sorted(c["per_seed"]), **paired_stats(list(c["per_seed"].values())))
+        classes = {}
+        for seed, value in sorted(c["per_seed"].items()):
+            classes.setdefault(seed_class(settings[0]["_by_seed"][seed]), {})[seed] = value
+        if len(classes) > 1:
+            c["by_class"] = {label: dict(seeds=sorted(v), **paired_stats(list(v.values()))) for label, v in classes.items()}
         out.append(c)
     breaches = {d: p for d, row in sorted(used.items()) if (p := provenance(row, commits))}
     if breaches:
@@ -223,6 +237,10 @@ def main():
         print(f"| {c['name']} | {c['kind']} | {what} | {c['b'] if c['kind'] != 'trend' else ''} | {c['n']} | "
               f"{fmt(c['mean'], '+.4f')} [{fmt(c['ci_low'], '+.4f')}, {fmt(c['ci_high'], '+.4f')}] | {fmt(c['p'], '.4g')} | "
               f"{fmt(c['p_holm'], '.4g')} | {c['verdict']} |")
+    for c in (c for c in found if "by_class" in c):  # described beside the pooled row, never tested
+        print(f"{c['name']} by numerics class: " + "; ".join(
+            f"{label}: n {k['n']} {fmt(k['mean'], '+.4f')} [{fmt(k['ci_low'], '+.4f')}, {fmt(k['ci_high'], '+.4f')}]"
+            for label, k in c["by_class"].items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(found, f, indent=1, default=lambda v: None if isinstance(v, float) and not math.isfinite(v) else str(v))
