@@ -458,12 +458,11 @@ def recompute_primary(study, commit_runs):
     return records
 
 
-def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_renders(tmp_path, monkeypatch):
-    """Fourteen fake study seeds over two numerics classes (ladder's cost rising from 64 to 128, the others not),
-    the plan's own command for the primary family, the plain-loop recompute, findings.md's table and answer; then a
-    run's logged loss moved: the recompute catches it."""
+@pytest.fixture
+def analysed(tmp_path, monkeypatch):
+    """A study folder with fourteen fake seeds over two numerics classes (ladder's cost rising from 64 to 128, the
+    others not) and family_primary.json written by the plan's own command for it: (folder, the runs' finals)."""
     import random
-    from bench.render import Study, render_template
     effect = {64: {"drop1": 0.01, "drop5": 0.005, "half": 0.0, "ladder": 0.02}, 128: {"drop1": 0.01, "half": 0.0, "ladder": 0.09}}
     finals = {(w, s, seed): 1.9 + effect[w].get(s, 0.0) + random.Random(f"{w}{s}{seed}").gauss(0, 0.01)
               for w in (64, 128) for s in design.CPU[w] for seed in design.STUDY_SEEDS}
@@ -474,6 +473,14 @@ def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_r
     argv = [a.replace("<P>", commit).replace("bench/studies/width_alone/", f"{tmp_path}/") for a in plan_command("family_primary.json")]
     monkeypatch.setattr(sys, "argv", ["family", *argv])
     family.main()
+    return tmp_path, finals
+
+
+def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_renders(analysed):
+    """The plan's command on the fake seeds, the plain-loop recompute, findings.md's table and answer; then a
+    run's logged loss moved: the recompute catches it."""
+    from bench.render import Study, ci, render_template
+    tmp_path, finals = analysed
     records = recompute_primary(tmp_path, "runs")
     assert [r["name"] for r in records] == ["c64_drop1", "c64_drop5", "c64_half", "c64_ladder", "c128_drop1", "c128_half",
                                             "c128_ladder", "d_drop1", "d_half", "d_ladder"]
@@ -482,7 +489,6 @@ def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_r
     assert sorted(by_name["c64_half"]["by_class"]) == ["cpu AMD EPYC AVX512, float32",
                                                         "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32"]
     text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
-    from bench.render import ci
     row = next(line for line in text.splitlines() if line.startswith("| d_ladder |"))
     assert f"| 64: 0.005, 0.02; 128: 0.0025, 0.01 | 14 | {ci(by_name['d_ladder'])} |" in row
     assert f"Yes, it rises: {ci(by_name['d_ladder'])} nats from 64 to 128" in text
@@ -499,3 +505,22 @@ PRIMARY = [STUDY] if os.path.exists(os.path.join(STUDY, "family_primary.json")) 
 @pytest.mark.parametrize("study", PRIMARY)
 def test_the_committed_primary_family_is_what_its_run_logs_give(study):
     recompute_primary(study, "runs")
+
+
+def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(analysed):
+    """README's and RESULTS' row "Does it hold as the model grows?" come from family_primary.json (the plan's reading
+    of d_ladder, the rates each setting ran at) once it exists; the scale study's confounded line is gone from them."""
+    from bench.render import Study, ci, numbers, render_template
+    data = numbers()
+    data["width_alone"] = Study(str(analysed[0]))
+    d = {r["name"]: r for r in json.load(open(analysed[0] / "family_primary.json"))}
+    for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
+        row = next(line for line in render_template(template, data=data).splitlines() if "Does it hold as the model grows?" in line)
+        assert f"ladder's cost rises: {ci(d['d_ladder'])} nats; 1comm {ci(d['d_drop1'])}, half the channels {ci(d['d_half'])}" in row
+        assert "n_embd 64: ref24 0.02, drop1 0.02, drop5 0.01, half 0.02, ladder 0.005; n_embd 128: ref24 0.01" in row
+        assert "scale" in row and "rate, progress and arithmetic" not in row and "per doubling" not in row
+    for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
+        text = render_template(template, data=data)
+        assert "unresolved as an effect of width" not in text.lower() and "not yet a variable" not in text
+        assert "grows is unresolved" not in text
+        assert "width_alone/findings.md" in text
