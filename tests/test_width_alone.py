@@ -524,3 +524,43 @@ def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(an
         assert "unresolved as an effect of width" not in text.lower() and "not yet a variable" not in text
         assert "grows is unresolved" not in text
         assert "width_alone/findings.md" in text
+
+
+def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cuts_in_the_plans_order(tmp_path, monkeypatch, capsys):
+    """bench.studies.width_alone.budget: per-run seconds are the class's medians (another class's runs ignored), a
+    width it has not run is scaled by the plan's ratio, a horizon run is 4x; the arms left are cut in the plan's
+    order until they fit the sessions left, and the primary arms never."""
+    from bench.studies.width_alone import budget
+    amd = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False, "deterministic": False}
+
+    def run(folder, name, seconds, numerics=amd):
+        (tmp_path / folder / name).mkdir(parents=True)
+        (tmp_path / folder / name / "result.json").write_text(json.dumps({"final": {"time_s": seconds}}))
+        (tmp_path / folder / name / "run_info.json").write_text(json.dumps({"numerics": numerics}))
+
+    for i, seconds in enumerate((600, 700, 650)):  # median 650 at n_embd 64
+        run("tuning/runs", f"shakespeare_char_24comm-w64_ref24_lr0.01-s{500 + i}", seconds)
+    run("tuning/runs", "shakespeare_char_24comm-w64_ladder_lr0.01-s500", 100, dict(amd, cpu_capability="AVX512"))
+    run("runs", "shakespeare_char_24comm-w64h_drop5-s600", 9999, dict(amd, cpu_capability="AVX512"))  # H5, other class
+    (tmp_path / "chosen_rates.json").write_text('{"64": null, "128": null}')
+    (tmp_path / "sessions.md").write_text("# Sessions\n\n- 2026-12-02 | ...\n- 2026-12-03 | ...\n")
+    label = "cpu AMD EPYC AVX2, float32"
+    monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", label])
+    budget.main()
+    out = capsys.readouterr().out
+    lines = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if line.startswith("| ")}
+    s128 = 650 * 784 / 309
+    assert lines["T64"] == f"| T64 | 4 | 65 | 650 | {65 * 650 / 3600:.1f} | {65 * 650 / 3600 / 5:.1f} |"  # 4 done: 3 + 1 of another class
+    assert lines["S128"] == f"| S128 | 0 | 56 | {s128:.0f} | {56 * s128 / 3600:.1f} | {56 * s128 / 3600 / 5:.1f} |"
+    assert lines["H5"] == f"| H5 | 1 | 7 | 2600 | {7 * 2600 / 3600:.1f} | {7 * 2600 / 3600 / 5:.1f} |"
+    assert "18 of the plan's 20 CPU sessions left (2 used)" in out
+    total = (65 * 650 + 57 * s128 + 70 * 650 + 56 * s128 + 32 * 2600 + 7 * 2600 + 56 * 650 + 42 * s128) / 3600 / 5
+    assert f"all arms: {total:.1f} sessions" in out
+    primary = (65 * 650 + 57 * s128 + 70 * 650 + 56 * s128) / 3600 / 5
+    assert f"cut, in the plan's order: A128, A64, H5, H -> {primary:.1f} sessions" in out and "amended" not in out
+    rows, cuts, fits, need, left = budget.project(budget.committed_runs(str(tmp_path)), label, {}, 16)  # 4 sessions left
+    assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and not fits  # the primary arms stay: amend the plan
+    assert need == pytest.approx((65 * 650 + 57 * s128 + (70 * 650 + 56 * s128) * 12 / 14) / 3600 / 5)
+    monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", "cpu Intel AVX512, float32"])
+    with pytest.raises(SystemExit, match="no committed run of class 'cpu Intel AVX512, float32'"):
+        budget.main()

@@ -1,0 +1,146 @@
+"""The width-alone study's CPU budget, projected from the per-run times its own committed runs measured (plan.md
+"Budget (CPU)": before each arm starts, the remaining arms are projected from the per-run times measured so far in
+this study; if they do not fit the sessions left, arms are cut in the plan's order).
+
+    python -m bench.studies.width_alone.budget                 # for this host's numerics class
+    python -m bench.studies.width_alone.budget --class "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32"
+
+A run's time is its wall time to its last eval (result.json's final time_s), the median per width over the class's
+committed 600-iteration runs (tuning and study). A width the class has not run yet is scaled from the width it has
+by the plan's measured ratio (n_embd 128 / 64 on AMD EPYC: 784 / 309 s); a horizon run is 4x the class's 600-iteration
+time at 64 until horizon runs of the class are in. A session is 2.5 usable hours at two slots: 5 CPU-hours.
+"""
+
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+from bench.studies.width_alone import design
+
+STUDY = os.path.dirname(os.path.abspath(__file__))
+SESSION_CPU_HOURS = 5.0   # plan.md: 2 slots x 2.5 usable hours
+ALLOTMENT = 20            # CPU sessions the plan was given
+RATIO_128_64 = 784 / 309  # plan.md: n_embd 128 over 64, AMD EPYC, two runs at a time, one thread each
+# (arm, width, iterations factor, runs the plan counts) in the plan's table order; the study arms' seeds are 14
+ARMS = (("T64", 64, 1, 69), ("T128", 128, 1, 57), ("S64", 64, 1, 70), ("S128", 128, 1, 56),
+        ("H", 64, 4, 32), ("H5", 64, 4, 8), ("A64", 64, 1, 56), ("A128", 128, 1, 42))
+CUT_ORDER = ("A128", "A64", "H5", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
+RUN = re.compile(r"shakespeare_char_24comm-w(\d+)(h?)_([a-z0-9]+?)(_at24|_lr[0-9.e-]+)?-s(\d+)")
+
+
+def arm_of(name, tuning):
+    """The plan's arm of a committed run folder's name, or None."""
+    m = RUN.fullmatch(name)
+    if not m:
+        return None
+    width, horizon, setting, suffix = int(m[1]), m[2], m[3], m[4] or ""
+    if tuning:
+        return f"T{width}"
+    if horizon:
+        return "H5" if setting == "drop5" else "H"
+    return f"{'A' if suffix == '_at24' else 'S'}{width}"
+
+
+def committed_runs(study):
+    """[(arm, width, class label, time_s)] of every finished committed run (result.json) of the study."""
+    from bench.summary import class_label
+    out = []
+    for tuning, folder in ((True, "tuning/runs"), (False, "runs")):
+        for result in sorted(glob.glob(os.path.join(study, folder, "*", "result.json"))):
+            run = os.path.dirname(result)
+            arm = arm_of(os.path.basename(run), tuning)
+            info = os.path.join(run, "run_info.json")
+            if arm:
+                label = class_label(json.load(open(info)) if os.path.exists(info) else {})
+                out.append((arm, int(RUN.fullmatch(os.path.basename(run))[1]), label, json.load(open(result))["final"]["time_s"]))
+    return out
+
+
+def seconds_per_run(runs, label):
+    """{(width, factor): seconds a run} for the class: measured medians, scaled where the class has not run."""
+    measured = {}
+    for arm, width, run_label, seconds in runs:
+        if run_label == label:
+            measured.setdefault((width, 4 if arm in ("H", "H5") else 1), []).append(seconds)
+    s = {key: statistics.median(v) for key, v in measured.items()}
+    if (64, 1) not in s and (128, 1) in s:
+        s[64, 1] = s[128, 1] / RATIO_128_64
+    if (128, 1) not in s and (64, 1) in s:
+        s[128, 1] = s[64, 1] * RATIO_128_64
+    if (64, 4) not in s and (64, 1) in s:
+        s[64, 4] = 4 * s[64, 1]
+    return s, {key: len(v) for key, v in measured.items()}
+
+
+def project(runs, label, decided, sessions_used):
+    """The plan's table for the remaining runs, and the cuts it needs: (rows, cuts, fits)."""
+    per_run, _ = seconds_per_run(runs, label)
+    done = {}
+    for arm, *_ in runs:
+        done[arm] = done.get(arm, 0) + 1
+    rows = []
+    for arm, width, factor, planned in ARMS:
+        left = 0 if arm.startswith("T") and decided.get(width) else max(planned - done.get(arm, 0), 0)
+        seconds = per_run.get((width, factor))
+        rows.append(dict(arm=arm, done=done.get(arm, 0), left=left, s=seconds,
+                         cpu_h=None if seconds is None else left * seconds / 3600))
+    left_sessions = ALLOTMENT - sessions_used
+    need = lambda rs: sum(r["cpu_h"] or 0 for r in rs) / SESSION_CPU_HOURS  # noqa: E731
+    kept, cuts = list(rows), []
+    for cut in CUT_ORDER:
+        if need(kept) <= left_sessions:
+            break
+        if cut == "seeds 612-613":
+            kept = [dict(r, cpu_h=r["cpu_h"] * 12 / 14) if r["arm"] in ("S64", "S128") and r["cpu_h"] else r for r in kept]
+        else:
+            kept = [r for r in kept if r["arm"] != cut]
+        cuts.append(cut)
+    return rows, cuts, need(kept) <= left_sessions, need(kept), left_sessions
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--study", default=STUDY, help="the study folder (its runs/, tuning/runs/, sessions.md)")
+    parser.add_argument("--class", dest="label", default="", help="a numerics class (bench.summary.class_label); "
+                        "default: this host's, float32")
+    args = parser.parse_args()
+    if not args.label:
+        from provenance import numerics_class
+        from bench.summary import class_label
+        args.label = class_label({"numerics": numerics_class("cpu", "float32")})
+    runs = committed_runs(args.study)
+    per_run, counts = seconds_per_run(runs, args.label)
+    if not per_run:
+        sys.exit(f"error: no committed run of class {args.label!r} in {args.study}: nothing to project from "
+                 f"(classes with runs: {sorted({r[2] for r in runs}) or 'none'})")
+    with open(os.path.join(args.study, "chosen_rates.json")) as f:
+        decided = {int(w): bool(r) for w, r in json.load(f).items()}
+    with open(os.path.join(args.study, "sessions.md")) as f:
+        used = sum(bool(re.match(r"- \d{4}-\d\d-\d\d \|", line)) for line in f)
+    rows, cuts, fits, need, left = project(runs, args.label, decided, used)
+    print(f"# class {args.label}; measured: " + ", ".join(f"n_embd {w} x{k} iterations: {per_run[w, k]:.0f} s over "
+                                                          f"{n} runs" for (w, k), n in sorted(counts.items())))
+    print("| arm | runs done | runs left | s a run | CPU-hours left | sessions |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        s = "-" if r["s"] is None else f"{r['s']:.0f}"
+        h = "-" if r["cpu_h"] is None else f"{r['cpu_h']:.1f}"
+        n = "-" if r["cpu_h"] is None else f"{r['cpu_h'] / SESSION_CPU_HOURS:.1f}"
+        print(f"| {r['arm']} | {r['done']} | {r['left']} | {s} | {h} | {n} |")
+    total = sum(r["cpu_h"] or 0 for r in rows) / SESSION_CPU_HOURS
+    print(f"all arms: {total:.1f} sessions; {left} of the plan's {ALLOTMENT} CPU sessions left ({used} used)")
+    if not cuts:
+        print("fits: nothing is cut")
+    else:
+        print(f"cut, in the plan's order: {', '.join(cuts)} -> {need:.1f} sessions"
+              + ("" if fits else ": still over; nothing else may be cut, so the plan must be amended (plan.md)"))
+
+
+if __name__ == "__main__":
+    main()
