@@ -58,22 +58,34 @@ def _git(root, *args, ok=(0,)):
         return None
 
 
+# a diff git apply takes whatever the user's git settings (an external diff tool, colour, no a/ b/ prefixes)
+PLAIN_DIFF = ("diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
+
+
 def tree_state(root=HERE):
     """(HEAD's commit or None, dirty or None, the difference as bytes): tracked changes against HEAD
     (`git diff --binary`), then each untracked file git does not ignore as a new-file diff, Python files first.
     A file over UNTRACKED_KEPT_BYTES, or past the first UNTRACKED_KEPT_FILES (a virtualenv left in the checkout),
-    enters by name and size only: a run's start stays a second, however much lies untracked."""
+    enters by name and size only: a run's start stays a second, however much lies untracked. One git cannot diff
+    (a nested repository, a broken link, a file gone since git listed it) enters by name: it still makes the tree
+    dirty, and nothing about it stops the run."""
     commit = (_git(root, "rev-parse", "HEAD") or b"").decode().strip()
     if not commit:
         return None, None, b""
-    diff = _git(root, "diff", "--binary", "HEAD") or b""
-    names = [n.decode() for n in (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0") if n]
+    diff = _git(root, *PLAIN_DIFF, "HEAD") or b""
+    listed = (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0")
+    names = [n.decode(errors="surrogateescape") for n in listed if n]
     for i, name in enumerate(sorted(names, key=lambda n: (not n.endswith(".py"), n))):
-        size = os.path.getsize(os.path.join(root, name))
-        if size > UNTRACKED_KEPT_BYTES or i >= UNTRACKED_KEPT_FILES:
-            diff += f"untracked {name}: {size} bytes (not kept)\n".encode()
-        else:  # exit 1: the files differ, as a new file always does from /dev/null
-            diff += _git(root, "diff", "--binary", "--no-index", "--", "/dev/null", name, ok=(0, 1)) or b""
+        try:
+            size = os.lstat(os.path.join(root, name)).st_size
+        except OSError:
+            size = None
+        kept = b""
+        if size is not None and size <= UNTRACKED_KEPT_BYTES and i < UNTRACKED_KEPT_FILES:
+            # exit 1: the files differ, as a new file always does from /dev/null
+            kept = _git(root, *PLAIN_DIFF, "--no-index", "--", "/dev/null", name, ok=(0, 1)) or b""
+        line = f"untracked {name}: {'unreadable' if size is None else f'{size} bytes'} (not kept)\n"
+        diff += kept or line.encode(errors="surrogateescape")
     return commit, bool(diff), diff
 
 

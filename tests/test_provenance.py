@@ -44,11 +44,13 @@ def test_a_clean_tree_records_its_commit_and_no_difference(repo, tmp_path, monke
 def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(repo, tmp_path, monkeypatch):
     monkeypatch.delenv("TP_SYNC_COMMIT", raising=False)
     monkeypatch.setattr(provenance, "UNTRACKED_KEPT_BYTES", 100)
-    monkeypatch.setattr(provenance, "UNTRACKED_KEPT_FILES", 2)  # configs/mine.py first, then note0.txt
+    monkeypatch.setattr(provenance, "UNTRACKED_KEPT_FILES", 2)  # configs/mine.py first (Python), then dangling
     (repo / "model.py").write_text("width = 128\n")  # a tracked change
     (repo / "configs").mkdir()
     (repo / "configs" / "mine.py").write_text("n_embd = 128\n")  # an untracked file: the run imported or read it
     (repo / "weights.bin").write_bytes(bytes(range(256)) * 2)  # untracked and too large to keep: by name and size
+    os.symlink(repo / "gone", repo / "dangling")  # a link to nothing: named, and the run still starts
+    git(repo, "config", "color.ui", "always"), git(repo, "config", "diff.noprefix", "true")  # a user's settings
     for i in range(3):  # past UNTRACKED_KEPT_FILES: by name and size, after the Python files
         (repo / f"note{i}.txt").write_text("x\n")
     info, diff = provenance.describe_run("cpu", 1, "float32", root=repo)
@@ -59,9 +61,10 @@ def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(
     assert os.path.basename(path) == f"tree-{info['tree_diff_sha256'][:12]}.diff"
     with open(path, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == info["tree_diff_sha256"]
-    assert "untracked weights.bin: 512 bytes (not kept)" in diff.decode()
+    assert "untracked weights.bin: 512 bytes (not kept)" in diff.decode() and "\x1b[" not in diff.decode()
     assert [line for line in diff.decode().splitlines() if line.startswith("untracked note")] == [
-        "untracked note1.txt: 2 bytes (not kept)", "untracked note2.txt: 2 bytes (not kept)"]  # 2 of 3 past the cap
+        f"untracked note{i}.txt: 2 bytes (not kept)" for i in range(3)]  # past the cap: configs/mine.py, then dangling
+    assert "new file mode 120000" in diff.decode()  # the link, kept as a link
     rebuilt = tmp_path / "rebuilt"
     git(tmp_path, "clone", "-q", str(repo), str(rebuilt))
     git(rebuilt, "checkout", "-q", info["git_commit"])
@@ -74,9 +77,18 @@ def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(
     assert provenance.describe_run("cpu", 1, "float32", root=repo)[0]["tree_diff_sha256"] != info["tree_diff_sha256"]
 
 
+def test_a_nested_repository_alone_still_makes_the_tree_dirty(repo, monkeypatch):
+    monkeypatch.delenv("TP_SYNC_COMMIT", raising=False)
+    git(repo, "init", "-q", "vendored")  # git cannot diff a repository in the tree: named instead
+    (repo / "vendored" / "lib.py").write_text("x = 1\n")
+    info, diff = provenance.describe_run("cpu", 1, "float32", root=repo)
+    assert info["git_dirty"] is True and diff.decode().startswith("untracked vendored/")
+
+
 def test_a_copy_without_git_records_no_commit_and_no_verdict(tmp_path, monkeypatch):
     monkeypatch.setenv("TP_SYNC_COMMIT", "f" * 40)  # what a caller that sent the copy knows
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # no repository above the copy either
-    info, diff = provenance.describe_run("cpu", 1, "float32", root=tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # git looks no higher than tmp_path for a repository
+    (tmp_path / "copy").mkdir()
+    info, diff = provenance.describe_run("cpu", 1, "float32", root=tmp_path / "copy")
     assert (info["git_commit"], info["git_commit_from"], info["checkout_commit"]) == ("f" * 40, "caller", None)
     assert (info["git_dirty"], info["tree_diff_sha256"], diff) == (None, None, b"")
