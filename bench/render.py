@@ -25,7 +25,7 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
     classes_by_width {n_embd: {numerics class: seeds}} of its runs, for a study over widths (scale)
     budget_by_width  {n_embd: {params, iters, tokens}}: the parameters its runs logged, their iterations and
-                     the tokens one run trains on
+                     the tokens one run trains on, of its shortest runs (a longer arm's: `longer`)
     run_learning_rates  the learning rates its runs trained at (config.json), lowest first
     has_plan         whether its plan.md is written (a study folder begun before its plan has none)
     <subfolder>      the same for a subfolder's outputs (an interim: frontier.interim_cliff.frontier)
@@ -142,9 +142,10 @@ def run_classes(runs, by=None):
 
 
 def run_budgets(runs):
-    """{n_embd: {params, tokens}} of a study's runs: the parameters their startup line logged (train.log's
-    `params: 0.61M`) and the tokens a run trains on (its `tokens/iter` times max_iters); a width whose runs
-    logged two different counts is an error (the template would not know which)."""
+    """{n_embd: {params, iters, tokens}} of a study's runs: the parameters their startup line logged (train.log's
+    `params: 0.61M`) and the tokens a run trains on (its `tokens/iter` times max_iters), for the runs of the fewest
+    iterations at that width (the study's budget); a longer arm's (a horizon) under `longer`, {iters: tokens}.
+    A width whose runs logged two parameter counts, or two token counts at one length, is an error."""
     out = {}
     for config in sorted(glob.glob(os.path.join(runs, "*", "config.json"))):
         log = os.path.join(os.path.dirname(config), "train.log")
@@ -155,12 +156,20 @@ def run_budgets(runs):
         with open(log) as f:
             line = next((line for line in f if line.startswith("layout:")), "")
         params, tokens = re.search(r"\| params: ([\d.]+)M \|", line), re.search(r"\| tokens/iter: ([\d,]+) \|", line)
-        if params and tokens:
-            found = dict(params=float(params.group(1)) * 1e6, iters=config["max_iters"],
-                         tokens=int(tokens.group(1).replace(",", "")) * config["max_iters"])
-            if out.setdefault(config["n_embd"], found) != found:
-                raise RenderError(f"{runs}: runs of n_embd {config['n_embd']} logged {out[config['n_embd']]} and {found}")
-    return dict(sorted(out.items()))
+        if not (params and tokens):
+            continue
+        found = dict(params=float(params.group(1)) * 1e6, iters=config["max_iters"],
+                     tokens=int(tokens.group(1).replace(",", "")) * config["max_iters"])
+        width = config["n_embd"]
+        lengths = out.setdefault(width, {})
+        if any(f["params"] != found["params"] for f in lengths.values()) or lengths.setdefault(found["iters"], found) != found:
+            raise RenderError(f"{runs}: runs of n_embd {width} logged {next(iter(lengths.values()))} and {found}")
+    budgets = {}
+    for width, lengths in sorted(out.items()):
+        shortest = min(lengths)
+        budgets[width] = {**lengths[shortest], **({"longer": {i: f["tokens"] for i, f in sorted(lengths.items()) if i != shortest}}
+                                                  if len(lengths) > 1 else {})}
+    return budgets
 
 
 def numbers():

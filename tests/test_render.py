@@ -205,3 +205,22 @@ def test_the_planned_width_study_is_linked_once_its_plan_is_written(tmp_path):
     readme, results = texts()
     assert "[width_alone](bench/studies/width_alone/plan.md)" in readme
     assert "[width_alone](studies/width_alone/plan.md)" in results
+
+
+def test_a_studys_budget_per_width_is_its_shortest_runs_with_a_longer_arm_beside(tmp_path):
+    """budget_by_width: the parameters and tokens its runs logged, per width; a horizon arm's longer runs in the same
+    runs/ are kept under `longer` (not an error), while two parameter counts at one width are one."""
+    import json
+
+    def run(name, width, iters, params):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"n_embd": width, "max_iters": iters}))
+        (tmp_path / name / "train.log").write_text(f"layout: dp=1 x tp=2 | params: {params}M | tokens/iter: 4,096 | optimizer: adamw\n")
+
+    run("a", 64, 2400, "0.61"), run("b", 64, 600, "0.61"), run("c", 128, 600, "2.40")
+    assert render.run_budgets(str(tmp_path)) == {
+        64: {"params": 610000.0, "iters": 600, "tokens": 600 * 4096, "longer": {2400: 2400 * 4096}},
+        128: {"params": 2400000.0, "iters": 600, "tokens": 600 * 4096}}
+    run("d", 128, 2400, "2.39")
+    with pytest.raises(render.RenderError, match="runs of n_embd 128 logged"):
+        render.run_budgets(str(tmp_path))

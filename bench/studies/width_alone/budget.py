@@ -6,7 +6,7 @@ this study; if they do not fit the sessions left, arms are cut in the plan's ord
     python -m bench.studies.width_alone.budget --class "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32"
 
 A run's time is its wall time to its last eval (result.json's final time_s), the median per width over the class's
-committed 600-iteration runs (tuning and study). A width the class has not run yet is scaled from the width it has
+committed 600-iteration runs (tuning and study) that were not resumed. A width the class has not run yet is scaled from the width it has
 by the plan's measured ratio (n_embd 128 / 64 on AMD EPYC: 784 / 309 s); a horizon run is 4x the class's 600-iteration
 time at 64 until horizon runs of the class are in. A session is 2.5 usable hours at two slots: 5 CPU-hours.
 """
@@ -49,25 +49,27 @@ def arm_of(name, tuning):
 
 
 def committed_runs(study):
-    """[(arm, width, class label, time_s)] of every finished committed run (result.json) of the study."""
+    """[(arm, width, class label, time_s, seed, resumed)] of every finished committed run (result.json)."""
     from bench.summary import class_label
     out = []
     for tuning, folder in ((True, "tuning/runs"), (False, "runs")):
         for result in sorted(glob.glob(os.path.join(study, folder, "*", "result.json"))):
             run = os.path.dirname(result)
-            arm = arm_of(os.path.basename(run), tuning)
-            info = os.path.join(run, "run_info.json")
+            match, arm = RUN.fullmatch(os.path.basename(run)), arm_of(os.path.basename(run), tuning)
+            info_path = os.path.join(run, "run_info.json")
             if arm:
-                label = class_label(json.load(open(info)) if os.path.exists(info) else {})
-                out.append((arm, int(RUN.fullmatch(os.path.basename(run))[1]), label, json.load(open(result))["final"]["time_s"]))
+                info = json.load(open(info_path)) if os.path.exists(info_path) else {}
+                out.append((arm, int(match[1]), class_label(info), json.load(open(result))["final"]["time_s"],
+                            int(match[5]), bool(info.get("earlier_parts"))))
     return out
 
 
 def seconds_per_run(runs, label):
-    """{(width, factor): seconds a run} for the class: measured medians, scaled where the class has not run."""
+    """{(width, factor): seconds a run} for the class: measured medians over its runs that were not resumed (a
+    resumed run's clock restarted), scaled where the class has not run a width; and how many runs each is from."""
     measured = {}
-    for arm, width, run_label, seconds in runs:
-        if run_label == label:
+    for arm, width, run_label, seconds, _, resumed in runs:
+        if run_label == label and not resumed:
             measured.setdefault((width, 4 if arm in ("H", "H5") else 1), []).append(seconds)
     s = {key: statistics.median(v) for key, v in measured.items()}
     if (64, 1) not in s and (128, 1) in s:
@@ -79,15 +81,27 @@ def seconds_per_run(runs, label):
     return s, {key: len(v) for key, v in measured.items()}
 
 
-def project(runs, label, decided, sessions_used):
-    """The plan's table for the remaining runs, and the cuts it needs: (rows, cuts, fits)."""
+def planned_runs(arm, width, planned, rates):
+    """The runs an arm has in all: the plan's count, or, for the second reading once the width's rates are chosen,
+    14 seeds times the settings whose own rate is not 24comm's (the others' study runs are that reading)."""
+    at = rates.get(str(width))
+    if arm.startswith("A") and at:
+        return len(design.STUDY_SEEDS) * sum(s != "ref24" and lr != at["ref24"] for s, lr in at.items())
+    return planned
+
+
+def project(runs, label, rates, sessions_used):
+    """The plan's table for the remaining runs, and the cuts it needs: (rows, cuts, fits, sessions needed after the
+    cuts, sessions left). rates: chosen_rates.json ({width: {setting: rate} or null})."""
     per_run, _ = seconds_per_run(runs, label)
-    done = {}
-    for arm, *_ in runs:
+    done, late = {}, {}  # late: the runs of seeds 612-613 done per study arm
+    for arm, _, _, _, seed, _ in runs:
         done[arm] = done.get(arm, 0) + 1
+        late[arm] = late.get(arm, 0) + (seed in (612, 613))
     rows = []
     for arm, width, factor, planned in ARMS:
-        left = 0 if arm.startswith("T") and decided.get(width) else max(planned - done.get(arm, 0), 0)
+        total = planned_runs(arm, width, planned, rates)
+        left = 0 if arm.startswith("T") and rates.get(str(width)) else max(total - done.get(arm, 0), 0)
         seconds = per_run.get((width, factor))
         rows.append(dict(arm=arm, done=done.get(arm, 0), left=left, s=seconds,
                          cpu_h=None if seconds is None else left * seconds / 3600))
@@ -97,8 +111,10 @@ def project(runs, label, decided, sessions_used):
     for cut in CUT_ORDER:
         if need(kept) <= left_sessions:
             break
-        if cut == "seeds 612-613":
-            kept = [dict(r, cpu_h=r["cpu_h"] * 12 / 14) if r["arm"] in ("S64", "S128") and r["cpu_h"] else r for r in kept]
+        if cut == "seeds 612-613":  # seeds are whole: their runs not yet done leave the study arms
+            per_seed = {"S64": len(design.CPU[64]), "S128": len(design.CPU[128])}
+            kept = [dict(r, cpu_h=max(r["left"] - (2 * per_seed[r["arm"]] - late.get(r["arm"], 0)), 0) * r["s"] / 3600)
+                    if r["arm"] in per_seed and r["s"] else r for r in kept]
         else:
             kept = [r for r in kept if r["arm"] != cut]
         cuts.append(cut)
@@ -121,10 +137,10 @@ def main():
         sys.exit(f"error: no committed run of class {args.label!r} in {args.study}: nothing to project from "
                  f"(classes with runs: {sorted({r[2] for r in runs}) or 'none'})")
     with open(os.path.join(args.study, "chosen_rates.json")) as f:
-        decided = {int(w): bool(r) for w, r in json.load(f).items()}
+        rates = json.load(f)
     with open(os.path.join(args.study, "sessions.md")) as f:
         used = sum(bool(re.match(r"- \d{4}-\d\d-\d\d \|", line)) for line in f)
-    rows, cuts, fits, need, left = project(runs, args.label, decided, used)
+    rows, cuts, fits, need, left = project(runs, args.label, rates, used)
     print(f"# class {args.label}; measured: " + ", ".join(f"n_embd {w} x{k} iterations: {per_run[w, k]:.0f} s over "
                                                           f"{n} runs" for (w, k), n in sorted(counts.items())))
     print("| arm | runs done | runs left | s a run | CPU-hours left | sessions |\n| --- | ---: | ---: | ---: | ---: | ---: |")

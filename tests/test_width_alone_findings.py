@@ -1,0 +1,289 @@
+"""The width-alone study's readings as they will be reported: each family recomputed from the run logs by a plain
+loop (not by the study's tools), findings.md and the first screens rendered from the analysis files, and the
+budget tool's projection of the arms left. On fake runs where the study has none yet; on the committed files once
+they exist (the parametrized tests)."""
+
+import json
+import math
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+from bench.studies.width_alone import design, family, rates
+from test_width_alone import RATES, SCALE, STUDY, fill_tuning, final, state  # noqa: F401 (state: a fixture)
+
+
+TUNING_RUN = re.compile(r"shakespeare_char_24comm-w(\d+)_([a-z0-9]+)_lr([0-9.e-]+)-s(\d+)")
+
+
+def recompute_tuning(state, runs, width):
+    """A decided width's tuning recomputed from its run logs with a plain loop, not with rates.py: each run's final
+    val loss (metrics.jsonl's eval at max_iters; a run train.py stopped on a non-finite value is diverged, +inf),
+    per setting and rate the mean, sd, min and max over the tuning seeds, the stable band, and the rate the plan's
+    rule picks. Asserts they are what tuning/sensitivity_w<W>.json and chosen_rates.json say."""
+    with open(os.path.join(state, "tuning", f"sensitivity_w{width}.json")) as f:
+        written = json.load(f)
+    with open(os.path.join(state, "chosen_rates.json")) as f:
+        chosen = json.load(f)[str(width)]
+    finals = {}
+    for name in sorted(os.listdir(runs)):
+        match = TUNING_RUN.fullmatch(name)
+        if not match or int(match[1]) != width or int(match[4]) not in design.TUNING_SEEDS:
+            continue
+        with open(os.path.join(runs, name, "config.json")) as f:
+            max_iters = json.load(f)["max_iters"]
+        with open(os.path.join(runs, name, "metrics.jsonl")) as f:
+            evals = [json.loads(line) for line in f if '"val_loss"' in line]
+        if evals and evals[-1]["iter"] == max_iters:  # ended: its final loss, +inf where not finite (diverged)
+            value = evals[-1]["val_loss"] if math.isfinite(evals[-1]["val_loss"]) else math.inf
+        else:
+            with open(os.path.join(runs, name, "train.log")) as f:
+                errors = [line for line in f if line.startswith("error:")]
+            assert errors and ("not finite" in errors[-1] or "non-finite" in errors[-1]), f"{name}: neither ended nor diverged"
+            value = math.inf
+        finals.setdefault(match[2], {}).setdefault(float(match[3]), []).append(value)
+    assert written["seeds"] == design.TUNING_SEEDS and sorted(finals) == sorted(written["curves"]) == sorted(chosen)
+    for setting, by_rate in finals.items():
+        points, means = written["curves"][setting]["points"], {}
+        assert sorted(float(lr) for lr in points) == sorted(by_rate)
+        assert all(chosen["ref24"] in finals[s] for s in finals)  # the rule's step 4: 24comm's rate in every grid
+        for lr, values in by_rate.items():
+            point, ok = points[f"{lr:g}"], [v for v in values if math.isfinite(v)]
+            assert len(values) == point["n"] == len(design.TUNING_SEEDS) and point["diverged"] == len(values) - len(ok)
+            means[lr] = sum(values) / len(values) if len(ok) == len(values) else math.inf
+            assert point["mean"] == pytest.approx(means[lr], abs=1e-12)
+            if ok:
+                assert (point["min"], point["max"]) == pytest.approx((min(ok), max(ok)), abs=1e-12)
+            if len(ok) > 1:
+                sd = math.sqrt(sum((v - sum(ok) / len(ok)) ** 2 for v in ok) / (len(ok) - 1))
+                assert point["sd"] == pytest.approx(sd, abs=1e-12)
+        best = min(means.values())
+        band = sorted(lr for lr, m in means.items() if m <= best + 0.1) if math.isfinite(best) else []
+        assert written["curves"][setting]["band"] == pytest.approx(band)
+        pick = max(lr for lr, m in means.items() if m <= best + 0.005) if math.isfinite(best) else None
+        assert chosen[setting] == pick, (setting, chosen[setting], pick)
+
+
+def test_the_tuning_is_what_its_run_logs_give_and_renders_from_its_files(state, monkeypatch):
+    """The recompute above on a width the rates tool decided (a diverged seed, a grid extended once), then a run's
+    logged loss moved: the recompute catches it. findings.md's S1 table and choices come from the written files."""
+    from bench.render import Study, render_template
+    runs = state / "tuning" / "runs"
+    best = {"ref24": 0.01, "drop1": 0.01, "half": 0.005, "ladder": 0.0025}
+    monkeypatch.setattr(sys, "argv", ["rates", "--width", "128", "--runs", str(runs), "--write"])
+    for _ in range(2):  # the base grid, then ladder's extension to 0.00125
+        fill_tuning(runs, 128, best, diverged={("ladder", 0.02, 502)})
+        rates.main()
+    recompute_tuning(state, runs, 128)
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(state))})
+    assert "n_embd 128: ref24 0.01, drop1 0.01, half 0.005, ladder 0.0025" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 0.02 |"))
+    assert row.count("diverged (1 of 3)") == 1  # ladder: seed 502 stopped on a non-finite loss
+    assert "| 0.01 | 1.8000 (0.0100) [1.7900, 1.8100] |" in text  # 24comm at its best: 1.8 + seed offsets
+    assert "- ladder: 0.0025; band 0.00125 to 0.005 (2 factor-2 steps)" in text
+    assert "Is ladder's stable range narrower than 24comm's at n_embd 128? Narrower on this grid" in text
+    moved = runs / "shakespeare_char_24comm-w128_half_lr0.005-s501" / "metrics.jsonl"
+    moved.write_text(moved.read_text().replace('"val_loss": 1.8', '"val_loss": 1.9'))
+    with pytest.raises(AssertionError):
+        recompute_tuning(state, runs, 128)
+
+
+TUNED = [w for w in design.CPU if os.path.exists(os.path.join(STUDY, "tuning", f"sensitivity_w{w}.json"))]
+
+
+@pytest.mark.parametrize("width", TUNED)
+def test_each_committed_tuning_is_what_its_run_logs_give(width):
+    recompute_tuning(STUDY, os.path.join(STUDY, "tuning", "runs"), width)
+
+
+def plan_command(writes):
+    """The plan's analysis command (plan.md "Analysis") that writes `writes`, as family.py's argv."""
+    import shlex
+    with open(os.path.join(STUDY, "plan.md")) as f:
+        blocks = re.findall(r"^```[a-z]*\n(.*?)^```", f.read(), re.S | re.M)
+    commands = [c for b in blocks for c in b.replace("\\\n", " ").splitlines()]
+    return next(shlex.split(c)[3:] for c in commands if c.startswith("python -m bench.studies.width_alone.family") and writes in c)
+
+
+def fake_study_runs(runs, finals, commit, hosts):
+    """Study runs as train.py and bench.sweep leave them, built from a committed scale run's files: finals
+    {(width, setting, seed): final val loss}, each setting at RATES' rate; hosts {seed: its CPU model}."""
+    template = os.path.join(SCALE, "runs", "shakespeare_char_24comm-w64_ref24-s300")
+    load = lambda name: json.load(open(os.path.join(template, name)))  # noqa: E731
+    config, info, result = load("config.json"), load("run_info.json"), load("result.json")
+    with open(os.path.join(template, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    last = max(i for i, r in enumerate(records) if "val_loss" in r)
+    for (width, setting, seed), loss in finals.items():
+        run = runs / f"shakespeare_char_24comm-w{width}_{setting}-s{seed}"
+        run.mkdir(parents=True)
+        shutil.copy(os.path.join(template, "train.log"), run / "train.log")
+        write = lambda name, content: (run / name).write_text(json.dumps(content))  # noqa: E731
+        write("config.json", {**config, **design.SETTINGS[setting], **design.shape(width),
+                              **design.rate(RATES[str(width)][setting]), "seed": seed})
+        write("run_info.json", {**info, "git_commit": commit, "checkout_commit": commit, "git_dirty": False,
+                                "numerics": {**info["numerics"], "host": hosts[seed]}})
+        write("result.json", {**result, "id": run.name, "setting": f"w{width}_{setting}", "seed": seed,
+                              "final": {**result["final"], "val_loss": loss}})
+        (run / "metrics.jsonl").write_text("".join(json.dumps({**r, "val_loss": loss} if i == last else r) + "\n"
+                                                   for i, r in enumerate(records)))
+
+
+def recompute_primary(study, commit_runs):
+    """family_primary.json recomputed from the runs' metrics.jsonl with a plain loop (not family.py or
+    bench.stats): each cost per seed, each change per seed as (cost at 128) - (cost at 64), the mean, the 95% t
+    interval, the t test's p and Holm's adjustment by hand. Asserts they are what the file says."""
+    from scipy import stats
+    with open(os.path.join(study, "family_primary.json")) as f:
+        records = json.load(f)
+    runs = os.path.join(study, commit_runs)
+    loss = lambda w, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{s}-s{seed}"))  # noqa: E731
+    seeds_of = lambda w, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-w{w}_{s}-" in n}  # noqa: E731
+    p_values = []
+    for record in records:
+        setting = record["name"].split("_", 1)[1]
+        if record["name"].startswith("c"):
+            width = int(record["name"][1:].split("_")[0])
+            seeds = sorted(seeds_of(width, setting) & seeds_of(width, "ref24"))
+            diffs = [loss(width, setting, s) - loss(width, "ref24", s) for s in seeds]
+        else:
+            seeds = sorted(set.intersection(*(seeds_of(w, x) for w in (64, 128) for x in (setting, "ref24"))))
+            diffs = [(loss(128, setting, s) - loss(128, "ref24", s)) - (loss(64, setting, s) - loss(64, "ref24", s))
+                     for s in seeds]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        assert record["seeds"] == seeds and record["n"] == n
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
+        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+        assert record["p"] == pytest.approx(p_values[-1], rel=1e-6)
+    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
+    for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+    return records
+
+
+@pytest.fixture
+def analysed(tmp_path, monkeypatch):
+    """A study folder with fourteen fake seeds over two numerics classes, one of them a single seed (ladder's cost
+    rising from 64 to 128, the others not), and family_primary.json written by the plan's own command for it:
+    (folder, the runs' finals)."""
+    import random
+    effect = {64: {"drop1": 0.01, "drop5": 0.005, "half": 0.0, "ladder": 0.02}, 128: {"drop1": 0.01, "half": 0.0, "ladder": 0.09}}
+    finals = {(w, s, seed): 1.9 + effect[w].get(s, 0.0) + random.Random(f"{w}{s}{seed}").gauss(0, 0.01)
+              for w in (64, 128) for s in design.CPU[w] for seed in design.STUDY_SEEDS}
+    hosts = {seed: "AMD EPYC" if seed < 613 else "Intel(R) Xeon(R) Processor @ 2.50GHz" for seed in design.STUDY_SEEDS}
+    commit = "a" * 40
+    fake_study_runs(tmp_path / "runs", finals, commit, hosts)
+    (tmp_path / "chosen_rates.json").write_text(json.dumps(RATES))
+    argv = [a.replace("<P>", commit).replace("bench/studies/width_alone/", f"{tmp_path}/") for a in plan_command("family_primary.json")]
+    monkeypatch.setattr(sys, "argv", ["family", *argv])
+    family.main()
+    return tmp_path, finals
+
+
+def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_renders(analysed):
+    """The plan's command on the fake seeds, the plain-loop recompute, findings.md's table and answer; then a
+    run's logged loss moved: the recompute catches it."""
+    from bench.render import Study, ci, render_template
+    tmp_path, finals = analysed
+    records = recompute_primary(tmp_path, "runs")
+    assert [r["name"] for r in records] == ["c64_drop1", "c64_drop5", "c64_half", "c64_ladder", "c128_drop1", "c128_half",
+                                            "c128_ladder", "d_drop1", "d_half", "d_ladder"]
+    by_name = {r["name"]: r for r in records}
+    assert by_name["d_ladder"]["verdict"].startswith("resolved") and by_name["d_ladder"]["mean"] > 0
+    assert sorted(by_name["c64_half"]["by_class"]) == ["cpu AMD EPYC AVX512, float32",
+                                                        "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32"]
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
+    row = next(line for line in text.splitlines() if line.startswith("| d_ladder |"))
+    assert f"| 64: 0.005, 0.02; 128: 0.0025, 0.01 | 14 | {ci(by_name['d_ladder'])} |" in row
+    assert f"Yes, it rises: {ci(by_name['d_ladder'])} nats from 64 to 128" in text
+    assert "- c64_half: cpu AMD EPYC AVX512, float32, seeds 600-612: " in text  # a class of one seed: its mean only
+    assert "cpu Intel(R) Xeon(R) Processor @ 2.50GHz AVX512, float32, seeds 613: " in text and "(one seed: no interval)" in text
+    moved = tmp_path / "runs" / "shakespeare_char_24comm-w128_ladder-s605" / "metrics.jsonl"
+    moved.write_text(moved.read_text().replace(f'"val_loss": {finals[(128, "ladder", 605)]}', '"val_loss": 2.5'))
+    with pytest.raises(AssertionError):
+        recompute_primary(tmp_path, "runs")
+
+
+PRIMARY = [STUDY] if os.path.exists(os.path.join(STUDY, "family_primary.json")) else []
+
+
+@pytest.mark.parametrize("study", PRIMARY)
+def test_the_committed_primary_family_is_what_its_run_logs_give(study):
+    recompute_primary(study, "runs")
+
+
+def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(analysed):
+    """README's and RESULTS' row "Does it hold as the model grows?" come from family_primary.json (the plan's reading
+    of d_ladder, the rates each setting ran at) once it exists; the scale study's confounded line is gone from them."""
+    from bench.render import Study, ci, numbers, render_template
+    data = numbers()
+    data["width_alone"] = Study(str(analysed[0]))
+    d = {r["name"]: r for r in json.load(open(analysed[0] / "family_primary.json"))}
+    for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
+        row = next(line for line in render_template(template, data=data).splitlines() if "Does it hold as the model grows?" in line)
+        assert f"ladder's cost rises: {ci(d['d_ladder'])} nats; 1comm {ci(d['d_drop1'])}, half the channels {ci(d['d_half'])}" in row
+        assert "n_embd 64: ref24 0.02, drop1 0.02, drop5 0.01, half 0.02, ladder 0.005; n_embd 128: ref24 0.01" in row
+        assert "scale" in row and "rate, progress and arithmetic" not in row and "per doubling" not in row
+    for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
+        text = render_template(template, data=data)
+        assert "unresolved as an effect of width" not in text.lower() and "not yet a variable" not in text
+        assert "grows is unresolved" not in text
+        assert "width_alone/findings.md" in text
+
+
+def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cuts_in_the_plans_order(tmp_path, monkeypatch, capsys):
+    """bench.studies.width_alone.budget: per-run seconds are the class's medians (another class's runs ignored), a
+    width it has not run is scaled by the plan's ratio, a horizon run is 4x; the arms left are cut in the plan's
+    order until they fit the sessions left, and the primary arms never."""
+    from bench.studies.width_alone import budget
+    amd = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False, "deterministic": False}
+
+    def run(folder, name, seconds, numerics=amd, resumed=False):
+        (tmp_path / folder / name).mkdir(parents=True)
+        (tmp_path / folder / name / "result.json").write_text(json.dumps({"final": {"time_s": seconds}}))
+        info = {"numerics": numerics, **({"earlier_parts": [{"numerics": numerics}]} if resumed else {})}
+        (tmp_path / folder / name / "run_info.json").write_text(json.dumps(info))
+
+    for i, seconds in enumerate((600, 700, 650)):  # median 650 at n_embd 64
+        run("tuning/runs", f"shakespeare_char_24comm-w64_ref24_lr0.01-s{500 + i}", seconds)
+    run("tuning/runs", "shakespeare_char_24comm-w64_ladder_lr0.01-s500", 100, dict(amd, cpu_capability="AVX512"))
+    run("tuning/runs", "shakespeare_char_24comm-w64_half_lr0.01-s500", 10, resumed=True)  # its clock restarted: not timed
+    run("runs", "shakespeare_char_24comm-w64h_drop5-s600", 9999, dict(amd, cpu_capability="AVX512"))  # H5, other class
+    (tmp_path / "chosen_rates.json").write_text('{"64": null, "128": null}')
+    (tmp_path / "sessions.md").write_text("# Sessions\n\n- 2026-12-02 | ...\n- 2026-12-03 | ...\n")
+    label = "cpu AMD EPYC AVX2, float32"
+    monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", label])
+    budget.main()
+    out = capsys.readouterr().out
+    lines = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if line.startswith("| ")}
+    s128 = 650 * 784 / 309
+    assert lines["T64"] == f"| T64 | 5 | 64 | 650 | {64 * 650 / 3600:.1f} | {64 * 650 / 3600 / 5:.1f} |"  # 5 done, 3 timed
+    assert lines["S128"] == f"| S128 | 0 | 56 | {s128:.0f} | {56 * s128 / 3600:.1f} | {56 * s128 / 3600 / 5:.1f} |"
+    assert lines["H5"] == f"| H5 | 1 | 7 | 2600 | {7 * 2600 / 3600:.1f} | {7 * 2600 / 3600 / 5:.1f} |"
+    assert "18 of the plan's 20 CPU sessions left (2 used)" in out
+    total = (64 * 650 + 57 * s128 + 70 * 650 + 56 * s128 + 32 * 2600 + 7 * 2600 + 56 * 650 + 42 * s128) / 3600 / 5
+    assert f"all arms: {total:.1f} sessions" in out
+    primary = (64 * 650 + 57 * s128 + 70 * 650 + 56 * s128) / 3600 / 5
+    assert f"cut, in the plan's order: A128, A64, H5, H -> {primary:.1f} sessions" in out and "amended" not in out
+    rows, cuts, fits, need, left = budget.project(budget.committed_runs(str(tmp_path)), label, {}, 16)  # 4 sessions left
+    assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and not fits  # the primary arms stay: amend the plan
+    assert need == pytest.approx((64 * 650 + 57 * s128 + (60 * 650 + 48 * s128)) / 3600 / 5)  # 612-613's 10 + 8 runs go
+    # mid-study: seeds 600-611 whole at both widths, the rates chosen (ladder's and half's own at 128 differ from
+    # 24comm's: the second reading at 128 is 2 x 14 runs); cutting seeds 612-613 then leaves nothing of S64 or S128
+    rates_chosen = {"64": RATES["64"], "128": RATES["128"]}
+    runs = [("S64", 64, label, 600.0, seed, False) for seed in range(600, 612) for _ in design.CPU[64]]
+    runs += [("S128", 128, label, 1800.0, seed, False) for seed in range(600, 612) for _ in design.CPU[128]]
+    rows, cuts, fits, need, left = budget.project(runs, label, rates_chosen, 19)
+    by_arm = {r["arm"]: r for r in rows}
+    assert (by_arm["S64"]["left"], by_arm["S128"]["left"], by_arm["A128"]["left"], by_arm["T64"]["left"]) == (10, 8, 28, 0)
+    assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and fits and need == 0
+    monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", "cpu Intel AVX512, float32"])
+    with pytest.raises(SystemExit, match="no committed run of class 'cpu Intel AVX512, float32'"):
+        budget.main()
