@@ -163,7 +163,7 @@ def run_budgets(runs):
         width = config["n_embd"]
         lengths = out.setdefault(width, {})
         if any(f["params"] != found["params"] for f in lengths.values()) or lengths.setdefault(found["iters"], found) != found:
-            raise RenderError(f"{runs}: runs of n_embd {width} logged {next(iter(lengths.values()))} and {found}")
+            raise RenderError(f"{runs}: runs of n_embd {width} logged {lengths.get(found['iters'], next(iter(lengths.values())))} and {found}")
     budgets = {}
     for width, lengths in sorted(out.items()):
         shortest = min(lengths)

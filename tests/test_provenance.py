@@ -49,7 +49,7 @@ def test_a_dirty_trees_difference_is_saved_under_its_hash_and_rebuilds_the_tree(
     (repo / "configs").mkdir()
     (repo / "configs" / "mine.py").write_text("n_embd = 128\n")  # an untracked file: the run imported or read it
     (repo / "weights.bin").write_bytes(bytes(range(256)) * 2)  # untracked and too large to keep: by name and size
-    os.symlink(repo / "gone", repo / "dangling")  # a link to nothing: named, and the run still starts
+    os.symlink("gone", repo / "dangling")  # a link to nothing: named, and the run still starts
     git(repo, "config", "color.ui", "always"), git(repo, "config", "diff.noprefix", "true")  # a user's settings
     for i in range(3):  # past UNTRACKED_KEPT_FILES: by name and size, after the Python files
         (repo / f"note{i}.txt").write_text("x\n")

@@ -224,3 +224,9 @@ def test_a_studys_budget_per_width_is_its_shortest_runs_with_a_longer_arm_beside
     run("d", 128, 2400, "2.39")
     with pytest.raises(render.RenderError, match="runs of n_embd 128 logged"):
         render.run_budgets(str(tmp_path))
+    (tmp_path / "d" / "train.log").write_text("layout: dp=1 | params: 2.40M | tokens/iter: 4,096 |\n")
+    assert render.run_budgets(str(tmp_path))[128]["longer"] == {2400: 2400 * 4096}
+    run("e", 128, 600, "2.40")  # another run of one length that trained on twice the tokens an iteration
+    (tmp_path / "e" / "train.log").write_text("layout: dp=1 | params: 2.40M | tokens/iter: 8,192 |\n")
+    with pytest.raises(render.RenderError, match="'tokens': 2457600} and .*'tokens': 4915200"):
+        render.run_budgets(str(tmp_path))

@@ -284,6 +284,9 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
     by_arm = {r["arm"]: r for r in rows}
     assert (by_arm["S64"]["left"], by_arm["S128"]["left"], by_arm["A128"]["left"], by_arm["T64"]["left"]) == (10, 8, 28, 0)
     assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and fits and need == 0
+    runs = [r for r in runs if r[4] < 606] + [("S64", 64, label, 600.0, 612, False)] * 2 + [("S128", 128, label, 1800.0, 613, False)] * 4
+    rows, cuts, fits, need, left = budget.project(runs, label, rates_chosen, 16)  # 612's and 613's runs done save nothing
+    assert cuts[-1] == "seeds 612-613" and need == pytest.approx((30 * 600 + 24 * 1800) / 3600 / 5)
     monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", "cpu Intel AVX512, float32"])
     with pytest.raises(SystemExit, match="no committed run of class 'cpu Intel AVX512, float32'"):
         budget.main()
