@@ -51,11 +51,17 @@ def test_dist_equals_sim_tp2(char_data, tmp_path, pattern, link):
 # per-rank one) that flips one rounding moves that value by up to 1/16 of itself (observed 1.4e-4 in
 # the loss after 5 steps); int8's rounding step is 1/127 of a token's largest value (observed 2.4e-4
 # in tests/test_lost_packets.py), so both have a wider tolerance; bfloat16 stays within the usual one.
+# A quantized sync (int8, float8) rounds each value to a coarse grid, so a last-bit difference between the modes'
+# sums can move a value across a rounding boundary by a whole grid step, and a step whose gradient spikes carries
+# that on: float8 on an AMD EPYC AVX2 host, every record within 3e-6 until step 5's gradient norm spiked (12.3 in
+# sim, 12.8 in dist), then 2.1e-3 in the next val loss. Hence QUANTIZED's tolerance (test_lost_packets' for int8);
+# the masks stay exact (assert_same_run) and the first step, before any update, to float tolerance.
+QUANTIZED = 5e-3
 SCHEMES = [("ladder", [], "lossless", 5e-5), ("ladder,parallel", ["--sync_fraction=0.5"], "lossless", 5e-5),
-           ("ladder,parallel", ["--sync_fraction=0.5", "--sync_dtype=int8"], "bernoulli", 1e-3),
+           ("ladder,parallel", ["--sync_fraction=0.5", "--sync_dtype=int8"], "bernoulli", QUANTIZED),
            ("ladder", ["--sync_dtype=bfloat16"], "gilbert_elliott", 5e-5), ("spd", ["--sync_fraction=0.25"], "lossless", 5e-5),
-           ("tp", ["--sync_dtype=float8_e4m3fn"], "bernoulli", 1e-3),
-           ("tp,spd", ["--sync_dtype=int8", "--sync_rotation=hadamard"], "bernoulli", 1e-3),  # rotated, then quantized
+           ("tp", ["--sync_dtype=float8_e4m3fn"], "bernoulli", QUANTIZED),
+           ("tp,spd", ["--sync_dtype=int8", "--sync_rotation=hadamard"], "bernoulli", QUANTIZED),  # rotated, then quantized
            ("parallel,tp", ["--sync_dtype=bfloat16", "--sync_rotation=hadamard"], "gilbert_elliott", 5e-5)]  # rotated, then cast
 
 
@@ -71,6 +77,7 @@ def test_dist_equals_sim_for_each_scheme(char_data, tmp_path, pattern, sync, lin
     assert_same_run(sim_dir, dist_dir, tol)
     steps = [r for r in records(dist_dir) if "val_loss" not in r]
     sim_steps = [r for r in records(sim_dir) if "val_loss" not in r]
+    assert abs(sim_steps[0]["train_loss"] - steps[0]["train_loss"]) < 5e-5  # before any update: the same function
     for a, b in zip(sim_steps, steps):  # exposed syncs and bytes measured alike in both modes
         assert (a["exposed_measured"], a["sync_bytes_per_token"]) == (b["exposed_measured"], b["sync_bytes_per_token"])
         assert b["exposed_measured"] == b["exposed_syncs"]
