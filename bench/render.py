@@ -24,6 +24,7 @@ What a template can name, per study folder `bench/studies/<study>/` (as `<study>
     final_val_loss   {folder: last val loss} of loose runs kept beside the study (a rerun)
     classes          {numerics class: seeds} of its runs (bench.summary.class_label)
     classes_by_width {n_embd: {numerics class: seeds}} of its runs, for a study over widths (scale)
+    commits          {setting: [commit, 7 characters]} each setting's runs recorded (run_info.json git_commit)
     budget_by_width  {n_embd: {params, iters, tokens}}: the parameters its runs logged, their iterations and
                      the tokens one run trains on, of its shortest runs (a longer arm's: `longer`)
     run_learning_rates  the learning rates its runs trained at (config.json), lowest first
@@ -103,6 +104,7 @@ class Study(dict):
         self["classes"] = run_classes(os.path.join(folder, "runs"))
         self["classes_by_width"] = run_classes(os.path.join(folder, "runs"), by="n_embd")
         self["budget_by_width"] = run_budgets(os.path.join(folder, "runs"))
+        self["commits"] = run_commits(os.path.join(folder, "runs"))
         self["run_learning_rates"] = sorted({json.load(open(c))["learning_rate"]
                                              for c in glob.glob(os.path.join(folder, "runs", "*", "config.json"))})
         self["logged"] = {}  # each run's first training-step record (what it logged: bytes, exposed syncs)
@@ -139,6 +141,19 @@ def run_classes(runs, by=None):
     if by:
         return {value: {label: sorted(seeds) for label, seeds in found.items()} for value, found in sorted(out.items())}
     return {label: sorted(found) for label, found in out.items()}
+
+
+def run_commits(runs):
+    """{setting: sorted commits (7 characters)} that a study's runs recorded: which code each setting ran
+    (a rerun's setting at a later commit than the runs it pairs with, said so where the findings cite it)."""
+    out = {}
+    for info in sorted(glob.glob(os.path.join(runs, "*", "run_info.json"))):
+        result = os.path.join(os.path.dirname(info), "result.json")
+        if os.path.exists(result):
+            setting = json.load(open(result)).get("setting") or ""
+            commit = json.load(open(info)).get("git_commit")
+            out.setdefault(setting, set()).add(commit[:7] if commit else "unrecorded")
+    return {setting: sorted(commits) for setting, commits in sorted(out.items())}
 
 
 def run_budgets(runs):

@@ -230,3 +230,20 @@ def test_a_studys_budget_per_width_is_its_shortest_runs_with_a_longer_arm_beside
     (tmp_path / "e" / "train.log").write_text("layout: dp=1 | params: 2.40M | tokens/iter: 8,192 |\n")
     with pytest.raises(render.RenderError, match="'tokens': 2457600} and .*'tokens': 4915200"):
         render.run_budgets(str(tmp_path))
+
+
+def test_a_studys_commits_are_what_each_settings_runs_recorded(tmp_path):
+    """commits: per setting, the commits its runs' run_info.json recorded, so a rerun setting's later code is named
+    beside the runs it pairs with; a run without a result is not counted, one without a commit says so."""
+    import json
+
+    def run(name, setting, commit):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run_info.json").write_text(json.dumps({"git_commit": commit} if commit else {}))
+        if setting is not None:
+            (tmp_path / name / "result.json").write_text(json.dumps({"setting": setting}))
+
+    run("a-s1", "b1", "80241c2" + "0" * 33), run("a-s2", "b1", "80241c2" + "1" * 33)
+    run("b-s1", "b1_sp", "5a3f894" + "0" * 33), run("b-s2", "b1_sp", "9b1348d" + "0" * 33)
+    run("c-s1", None, "ffffff0" + "0" * 33), run("d-s1", "lossless", None)
+    assert render.run_commits(str(tmp_path)) == {"b1": ["80241c2"], "b1_sp": ["5a3f894", "9b1348d"], "lossless": ["unrecorded"]}

@@ -314,6 +314,7 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     """findings.md.j2 says 'in progress' until the plan's analysis writes family_A.json; then the report, its
     answer following each verdict (a resolved cost, or unresolved at this power), from made-up outputs here."""
     import csv
+    import glob
     import os
     import shutil
     from bench import render
@@ -351,6 +352,17 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     assert "12comm's is unresolved at this power (SP minus all-reduce +0.0050 [-0.0050, +0.0150] nats)" in text
     assert "| A1 | 24comm/b1_sp - 24comm/b1 | 18 | +0.0300 [+0.0200, +0.0400] | 0.001 | 0.002 | resolved: A higher |" in text
     assert "--seeds 400-417" in text and "1.000% (0.990-1.010% over 18 seeds)" in text and "b1_sp 1234" in text
+    recorded = {}  # the commit each setting's runs recorded, read here from their run_info.json
+    for info in glob.glob(os.path.join(render.STUDIES, "sp_loss", "runs", "*", "run_info.json")):
+        setting = os.path.basename(os.path.dirname(info)).split("-")[-2]
+        recorded.setdefault(setting, set()).add(json.load(open(info))["git_commit"][:7])
+    assert all(f"`{commit}`" in text for commits in recorded.values() for commit in commits) and "Amendment" not in text
+    shutil.copy(os.path.join(render.STUDIES, "sp_loss", "withdrawal.json"), study)  # the rerun of amendment 1
+    text = env.get_template("bench/studies/sp_loss/findings.md.j2").render(sp_loss=render.Study(str(study)))
+    allreduce, rerun = text.split("the lossy SP runs (`b1_sp`) are")
+    assert all(f"`{c}`" in allreduce.rsplit("Code:", 1)[1] for c in recorded["lossless"] | recorded["b1"])
+    assert all(f"`{c}`" in rerun.split("whose SP code")[0] for c in recorded["b1_sp"]) and "[withdrawn/](withdrawn/)" in rerun
+    assert "24comm's lossy cost is higher under SP" in text and "Withdrawn" not in text
     data = {**render.numbers(), "sp_loss": render.Study(str(study))}  # RESULTS.md's first screen: its row
     row = [line for line in env.get_template("bench/templates/results_answers.md.j2").render(**data).splitlines()
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
