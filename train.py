@@ -240,7 +240,7 @@ if dp_world > 1 and pipeline is None:  # gradients averaged over the data-parall
 train_step = pipeline or PlainStep(model, raw_model, grid, gradient_accumulation_steps, scaler, ctx)  # step.py
 
 peak = peak_flops or peak_flops_per_device(device_type, dtype)
-run_info, tree_diff = provenance.describe_run(device, world, dtype, earlier_info)  # its commit, class, earlier parts
+run_info, tree_diff = provenance.describe_run(device, world, dtype, earlier_info) if master_process else (None, b"")  # rank 0 keeps it
 log_path = os.path.join(out_dir, "eval.jsonl" if eval_only else "metrics.jsonl")  # eval_only touches no run files
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
