@@ -108,9 +108,10 @@ def plan_command(writes):
     return next(shlex.split(c)[3:] for c in commands if c.startswith("python -m bench.studies.width_alone.family") and writes in c)
 
 
-def fake_study_runs(runs, finals, commit, hosts):
+def fake_study_runs(runs, finals, commit, hosts, suffix="", extra=None):
     """Study runs as train.py and bench.sweep leave them, built from a committed scale run's files: finals
-    {(width, setting, seed): final val loss}, each setting at RATES' rate; hosts {seed: its CPU model}."""
+    {(width, setting, seed): final val loss}, each setting at RATES' rate; hosts {seed: its CPU model}; suffix and
+    extra: another arm's (the horizon's 'h' and its config keys)."""
     template = os.path.join(SCALE, "runs", "shakespeare_char_24comm-w64_ref24-s300")
     load = lambda name: json.load(open(os.path.join(template, name)))  # noqa: E731
     config, info, result = load("config.json"), load("run_info.json"), load("result.json")
@@ -118,15 +119,15 @@ def fake_study_runs(runs, finals, commit, hosts):
         records = [json.loads(line) for line in f]
     last = max(i for i, r in enumerate(records) if "val_loss" in r)
     for (width, setting, seed), loss in finals.items():
-        run = runs / f"shakespeare_char_24comm-w{width}_{setting}-s{seed}"
+        run = runs / f"shakespeare_char_24comm-w{width}{suffix}_{setting}-s{seed}"
         run.mkdir(parents=True)
         shutil.copy(os.path.join(template, "train.log"), run / "train.log")
         write = lambda name, content: (run / name).write_text(json.dumps(content))  # noqa: E731
         write("config.json", {**config, **design.SETTINGS[setting], **design.shape(width),
-                              **design.rate(RATES[str(width)][setting]), "seed": seed})
+                              **design.rate(RATES[str(width)][setting]), **(extra or {}), "seed": seed})
         write("run_info.json", {**info, "git_commit": commit, "checkout_commit": commit, "git_dirty": False,
                                 "numerics": {**info["numerics"], "host": hosts[seed]}})
-        write("result.json", {**result, "id": run.name, "setting": f"w{width}_{setting}", "seed": seed,
+        write("result.json", {**result, "id": run.name, "setting": f"w{width}{suffix}_{setting}", "seed": seed,
                               "final": {**result["final"], "val_loss": loss}})
         (run / "metrics.jsonl").write_text("".join(json.dumps({**r, "val_loss": loss} if i == last else r) + "\n"
                                                    for i, r in enumerate(records)))
@@ -211,6 +212,66 @@ def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_r
         recompute_primary(tmp_path, "runs")
 
 
+def recompute_horizon(study, commit_runs):
+    """family_horizon.json recomputed from the runs' metrics.jsonl with a plain loop: h_S per seed is S's final loss
+    minus 24comm's at the longer horizon, hd_S that minus the same seed's cost at 600 iterations, over the seeds
+    with every run; mean, 95% t interval, p and Holm by hand. Asserts they are what the file says."""
+    from scipy import stats
+    with open(os.path.join(study, "family_horizon.json")) as f:
+        records = json.load(f)
+    runs = os.path.join(study, commit_runs)
+    loss = lambda arm, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-{arm}_{s}-s{seed}"))  # noqa: E731
+    seeds_of = lambda arm, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-{arm}_{s}-" in n}  # noqa: E731
+    p_values = []
+    for record in records:
+        setting = record["name"].split("_", 1)[1]
+        arms = ("w64h",) if record["name"].startswith("h_") else ("w64h", "w64")
+        seeds = sorted(set.intersection(*(seeds_of(a, x) for a in arms for x in (setting, "ref24"))))
+        cost = lambda arm, seed: loss(arm, setting, seed) - loss(arm, "ref24", seed)  # noqa: E731
+        diffs = [cost("w64h", s) - (cost("w64", s) if len(arms) == 2 else 0.0) for s in seeds]
+        n, mean = len(diffs), sum(diffs) / len(diffs)
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        assert record["seeds"] == seeds and record["n"] == n
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
+        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+    return records
+
+
+def test_the_horizon_by_the_plans_command_is_what_the_run_logs_give_and_renders(analysed, monkeypatch):
+    """S3 on 8 fake seeds at 2,400 iterations (1comm's cost shrinking with training, ladder's growing): the plan's
+    command, the plain-loop recompute, findings.md's S3 table with the horizon's length from the run logs; then a
+    run's logged loss moved: the recompute catches it."""
+    import random
+    from bench.render import Study, ci, render_template
+    tmp_path, finals = analysed
+    effect = {"drop1": -0.005, "half": 0.0, "ladder": 0.06}
+    seeds = design.STUDY_SEEDS[:design.HORIZON_N]
+    longer = {(64, s, seed): 1.7 + effect.get(s, 0.0) + random.Random(f"h{s}{seed}").gauss(0, 0.005)
+              for s in design.HORIZON for seed in seeds}
+    hosts = {seed: "AMD EPYC" for seed in seeds}
+    fake_study_runs(tmp_path / "runs", longer, "a" * 40, hosts, suffix="h", extra=design.horizon_common())
+    argv = [a.replace("<P>", "a" * 40).replace("bench/studies/width_alone/", f"{tmp_path}/") for a in plan_command("family_horizon.json")]
+    monkeypatch.setattr(sys, "argv", ["family", *argv])
+    family.main()
+    records = {r["name"]: r for r in recompute_horizon(tmp_path, "runs")}
+    assert sorted(records) == ["h_drop1", "h_half", "h_ladder", "hd_drop1", "hd_half", "hd_ladder"]
+    assert records["h_ladder"]["n"] == design.HORIZON_N and records["h_ladder"]["verdict"] == "resolved: A higher"
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
+    assert "## S3: the horizon (Holm over 6)" in text and "At n_embd 64 over 2,400 iterations" in text and "S2:" not in text
+    assert f"| h_ladder | w64h_ladder | w64h_ref24 | 8 | {ci(records['h_ladder'])} |" in text
+    assert f"| hd_drop1 | w64h_drop1 - w64h_ref24 | w64_drop1 - w64_ref24 | 8 | {ci(records['hd_drop1'])} |" in text
+    assert f"ladder: it rises, {ci(records['hd_ladder'])}" in text and f"half: unresolved at this power, {ci(records['hd_half'])}" in text
+    moved = tmp_path / "runs" / "shakespeare_char_24comm-w64h_half-s603" / "metrics.jsonl"
+    moved.write_text(moved.read_text().replace(f'"val_loss": {longer[(64, "half", 603)]}', '"val_loss": 2.5'))
+    with pytest.raises(AssertionError):
+        recompute_horizon(tmp_path, "runs")
+
+
 PRIMARY = [STUDY] if os.path.exists(os.path.join(STUDY, "family_primary.json")) else []
 
 
@@ -290,3 +351,29 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
     monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", "cpu Intel AVX512, float32"])
     with pytest.raises(SystemExit, match="no committed run of class 'cpu Intel AVX512, float32'"):
         budget.main()
+
+
+def test_the_second_reading_and_the_gpu_ladder_render_from_their_files(analysed):
+    """S2's table and its cross-check with bench.contrasts (the same means, or said to differ), and S4's trend rows
+    with their widths and a "not a line" verdict, from family files as family.py writes them."""
+    from bench.render import Study, render_template
+    tmp_path, _ = analysed
+    record = lambda name, kind, a, b, mean, verdict, **more: dict(  # noqa: E731
+        name=name, kind=kind, a=f"train_shakespeare_char_24comm/{a}", b=f"train_shakespeare_char_24comm/{b}", n=14,
+        seeds=design.STUDY_SEEDS, mean=mean, ci_low=mean - 0.01, ci_high=mean + 0.01, p=0.01, p_holm=0.03, verdict=verdict, **more)
+    at24 = [record("a64_ladder", "cost", "w64_ladder_at24", "w64_ref24", 0.15, "resolved: A higher"),
+            record("a128_half", "cost", "w128_half", "w128_ref24", 0.002, "unresolved at this power")]
+    (tmp_path / "family_at24.json").write_text(json.dumps(at24))
+    (tmp_path / "contrasts_at24.json").write_text(json.dumps(at24))
+    (tmp_path / "family_gpu.json").write_text(json.dumps([record("gt_ladder", "trend", "w{W}_ladder", "w{W}_ref24", 0.1,
+                                                                 "not a line: the cost does not move by the same amount with each doubling; no trend is read",
+                                                                 widths=[64, 128, 256, 512])]))
+    text = lambda: render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})  # noqa: E731
+    found = text()
+    assert "## S2: the cost at 24comm's rate (Holm over 2)" in found and "S3:" not in found
+    assert "| a64_ladder | w64_ladder_at24 | w64_ref24 | 14 | +0.1500 [+0.1400, +0.1600] | 0.03 | resolved: A higher |" in found
+    assert "The cross-check with `bench.contrasts` ([contrasts_at24.json](contrasts_at24.json)) gives the same means." in found
+    assert "| gt_ladder | w{W}_ladder | widths 64, 128, 256, 512 | 14 | +0.1000 [+0.0900, +0.1100] | 0.03 | not a line:" in found
+    at24[1]["mean"] += 1e-6
+    (tmp_path / "contrasts_at24.json").write_text(json.dumps(at24))
+    assert "gives DIFFERENT means: this table is not read until that is explained" in text()
