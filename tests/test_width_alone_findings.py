@@ -133,29 +133,23 @@ def fake_study_runs(runs, finals, commit, hosts, suffix="", extra=None):
                                                    for i, r in enumerate(records)))
 
 
-def recompute_primary(study, commit_runs):
-    """family_primary.json recomputed from the runs' metrics.jsonl with a plain loop (not family.py or
-    bench.stats): each cost per seed, each change per seed as (cost at 128) - (cost at 64), the mean, the 95% t
-    interval, the t test's p and Holm's adjustment by hand. Asserts they are what the file says."""
+def recompute_family(study, commit_runs, file, terms):
+    """A family file recomputed from the runs' metrics.jsonl with a plain loop (not family.py or bench.stats):
+    terms(name) lists the (arm, setting, sign) whose signed final losses sum to the contrast's per-seed number; over
+    the seeds with every term's run, the mean, the 95% t interval, the t test's p and Holm's adjustment by hand.
+    Asserts they are what the file says."""
     from scipy import stats
-    with open(os.path.join(study, "family_primary.json")) as f:
+    with open(os.path.join(study, file)) as f:
         records = json.load(f)
     runs = os.path.join(study, commit_runs)
-    loss = lambda w, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-w{w}_{s}-s{seed}"))  # noqa: E731
-    seeds_of = lambda w, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-w{w}_{s}-" in n}  # noqa: E731
+    loss = lambda arm, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-{arm}_{s}-s{seed}"))  # noqa: E731
+    seeds_of = lambda arm, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-{arm}_{s}-" in n}  # noqa: E731
     p_values = []
     for record in records:
-        setting = record["name"].split("_", 1)[1]
-        if record["name"].startswith("c"):
-            width = int(record["name"][1:].split("_")[0])
-            seeds = sorted(seeds_of(width, setting) & seeds_of(width, "ref24"))
-            diffs = [loss(width, setting, s) - loss(width, "ref24", s) for s in seeds]
-        else:
-            seeds = sorted(set.intersection(*(seeds_of(w, x) for w in (64, 128) for x in (setting, "ref24"))))
-            diffs = [(loss(128, setting, s) - loss(128, "ref24", s)) - (loss(64, setting, s) - loss(64, "ref24", s))
-                     for s in seeds]
-        n = len(diffs)
-        mean = sum(diffs) / n
+        parts = terms(record["name"])
+        seeds = sorted(set.intersection(*(seeds_of(arm, s) for arm, s, _ in parts)))
+        diffs = [sum(sign * loss(arm, s, seed) for arm, s, sign in parts) for seed in seeds]
+        n, mean = len(diffs), sum(diffs) / len(diffs)
         sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
         half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
         assert record["seeds"] == seeds and record["n"] == n
@@ -167,6 +161,19 @@ def recompute_primary(study, commit_runs):
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
     return records
+
+
+def cost_terms(arm, setting, sign=1):
+    """A setting's cost against 24comm in one arm (w64, w128, w64h) as signed terms."""
+    return [(arm, setting, sign), (arm, "ref24", -sign)]
+
+
+def recompute_primary(study, commit_runs):
+    """family_primary.json: c<W>_S is S's cost at width W, d_S its cost at 128 minus its cost at 64, per seed."""
+    def terms(name):
+        kind, setting = name.split("_", 1)
+        return cost_terms(f"w{kind[1:]}", setting) if kind.startswith("c") else cost_terms("w128", setting) + cost_terms("w64", setting, -1)
+    return recompute_family(study, commit_runs, "family_primary.json", terms)
 
 
 @pytest.fixture
@@ -213,33 +220,11 @@ def test_the_primary_family_by_the_plans_command_is_what_the_run_logs_give_and_r
 
 
 def recompute_horizon(study, commit_runs):
-    """family_horizon.json recomputed from the runs' metrics.jsonl with a plain loop: h_S per seed is S's final loss
-    minus 24comm's at the longer horizon, hd_S that minus the same seed's cost at 600 iterations, over the seeds
-    with every run; mean, 95% t interval, p and Holm by hand. Asserts they are what the file says."""
-    from scipy import stats
-    with open(os.path.join(study, "family_horizon.json")) as f:
-        records = json.load(f)
-    runs = os.path.join(study, commit_runs)
-    loss = lambda arm, s, seed: final(os.path.join(runs, f"shakespeare_char_24comm-{arm}_{s}-s{seed}"))  # noqa: E731
-    seeds_of = lambda arm, s: {int(n.rsplit("-s", 1)[1]) for n in os.listdir(runs) if f"-{arm}_{s}-" in n}  # noqa: E731
-    p_values = []
-    for record in records:
-        setting = record["name"].split("_", 1)[1]
-        arms = ("w64h",) if record["name"].startswith("h_") else ("w64h", "w64")
-        seeds = sorted(set.intersection(*(seeds_of(a, x) for a in arms for x in (setting, "ref24"))))
-        cost = lambda arm, seed: loss(arm, setting, seed) - loss(arm, "ref24", seed)  # noqa: E731
-        diffs = [cost("w64h", s) - (cost("w64", s) if len(arms) == 2 else 0.0) for s in seeds]
-        n, mean = len(diffs), sum(diffs) / len(diffs)
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        assert record["seeds"] == seeds and record["n"] == n
-        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
-        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
-    return records
+    """family_horizon.json: h_S is S's cost at the longer horizon (w64h), hd_S that minus its cost at 600 iterations."""
+    def terms(name):
+        kind, setting = name.split("_", 1)
+        return cost_terms("w64h", setting) + (cost_terms("w64", setting, -1) if kind == "hd" else [])
+    return recompute_family(study, commit_runs, "family_horizon.json", terms)
 
 
 def test_the_horizon_by_the_plans_command_is_what_the_run_logs_give_and_renders(analysed, monkeypatch):
