@@ -273,7 +273,7 @@ def test_each_widths_committed_costs_are_what_its_run_logs_give(family):
     the runs' own logs with a plain loop (float64 means, the t quantile, Holm by hand): the same seeds (every
     study seed with both runs committed), mean, interval and Holm p."""
     import json
-    from scipy import stats
+    import by_hand
     runs = os.path.join(os.path.dirname(family), "runs")
     with open(family) as f:
         records = json.load(f)
@@ -285,16 +285,10 @@ def test_each_widths_committed_costs_are_what_its_run_logs_give(family):
         assert record["seeds"] == seeds
         diffs = [final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-{a}-s{s}")) -
                  final_val_loss(os.path.join(runs, f"shakespeare_char_24comm-{b}-s{s}")) for s in seeds]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
-        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
-    for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+        mean, low, high, p = by_hand.paired(diffs)
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, low, high), abs=1e-9)
+        p_values.append(p)
+    assert [r["p_holm"] for r in records] == pytest.approx(by_hand.holm(p_values), rel=1e-6)
 
 
 SLOPES = sorted(glob.glob(os.path.join(os.path.dirname(FAMILIES[0]), "*slope*.json")))

@@ -3,6 +3,7 @@ without it (lossless), a per-rank float64 reference (lossy, both passes), `dist`
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -382,7 +383,8 @@ def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
     import shutil
     from bench import render
     study = tmp_path / "sp_loss"
-    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs", "withdrawn"))
+    analysis = ("family_A.json", "family_B.json", "halves.json", "experiment_summary.csv")  # the rerun's, once analysed
+    shutil.copytree(os.path.join(render.STUDIES, "sp_loss"), study, ignore=shutil.ignore_patterns("runs", "withdrawn", *analysis))
     (study / "runs").mkdir()
     for run in glob.glob(os.path.join(render.STUDIES, "sp_loss", "runs", "*")):
         if "-b1_sp-" in run:  # the committed all-reduce runs only: the rerun's seeds are this test's own
@@ -405,6 +407,37 @@ def test_a_withdrawn_sp_study_makes_no_claim_anywhere(tmp_path):
     row = [line for line in env.get_template("bench/templates/readme_answers.md.j2").render(**data).splitlines()
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]  # the README's
     assert len(row) == 1 and "Withdrawn" in row[0] and f"`{fixed}`" in row[0] and "SP - all-reduce" not in row[0]
+
+
+SP_STUDY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "studies", "sp_loss")
+SP_FAMILIES = [f for f in ("family_A.json", "family_B.json") if os.path.exists(os.path.join(SP_STUDY, f))]
+
+
+@pytest.mark.parametrize("family", SP_FAMILIES)
+def test_the_committed_sp_families_are_what_the_run_logs_give(family):
+    """The SP study's committed families recomputed from its runs' metrics.jsonl with a plain loop (tests/by_hand.py,
+    not bench.contrasts): per seed, A's last logged val loss minus B's, over seeds 400-417 with both runs; mean, 95% t
+    interval, p and Holm over the family. The run names come from the record's settings, not from the tool's pairing."""
+    import by_hand
+    runs = os.path.join(SP_STUDY, "runs")
+    with open(os.path.join(SP_STUDY, family)) as f:
+        records = json.load(f)
+
+    def final(setting, seed):  # train_shakespeare_char_24comm/b1_sp -> runs/shakespeare_char_24comm-b1_sp-s<seed>
+        config, name = setting.removeprefix("train_").split("/")
+        with open(os.path.join(runs, f"{config}-{name}-s{seed}", "metrics.jsonl")) as f:
+            return [json.loads(line) for line in f if '"val_loss"' in line][-1]["val_loss"]
+
+    p_values = []
+    for record in records:
+        seeds = [s for s in range(400, 418) if all(os.path.isdir(os.path.join(runs, f"{x.removeprefix('train_').replace('/', '-')}-s{s}"))
+                                                    for x in (record["a"], record["b"]))]
+        mean, low, high, p = by_hand.paired([final(record["a"], s) - final(record["b"], s) for s in seeds])
+        assert record["seeds"] == seeds == list(range(400, 418))
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, low, high), abs=1e-9)
+        p_values.append(p)
+    assert [r["p_holm"] for r in records] == pytest.approx(by_hand.holm(p_values), rel=1e-6)
+    assert len(records) == {"family_A.json": 2, "family_B.json": 4}[family]
 
 
 def test_a_checkpoint_is_rebuilt_with_its_sequence_parallelism():

@@ -138,7 +138,7 @@ def recompute_family(study, commit_runs, file, terms):
     terms(name) lists the (arm, setting, sign) whose signed final losses sum to the contrast's per-seed number; over
     the seeds with every term's run, the mean, the 95% t interval, the t test's p and Holm's adjustment by hand.
     Asserts they are what the file says."""
-    from scipy import stats
+    import by_hand
     with open(os.path.join(study, file)) as f:
         records = json.load(f)
     runs = os.path.join(study, commit_runs)
@@ -149,17 +149,12 @@ def recompute_family(study, commit_runs, file, terms):
         parts = terms(record["name"])
         seeds = sorted(set.intersection(*(seeds_of(arm, s) for arm, s, _ in parts)))
         diffs = [sum(sign * loss(arm, s, seed) for arm, s, sign in parts) for seed in seeds]
-        n, mean = len(diffs), sum(diffs) / len(diffs)
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-        half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        assert record["seeds"] == seeds and record["n"] == n
-        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, mean - half, mean + half), abs=1e-9)
-        p_values.append(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-        assert record["p"] == pytest.approx(p_values[-1], rel=1e-6)
-    order, running = sorted(range(len(p_values)), key=p_values.__getitem__), 0.0
-    for rank, i in enumerate(order):  # Holm: the k-th smallest times (m - k), kept monotone, capped at 1
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        assert records[i]["p_holm"] == pytest.approx(running, rel=1e-6)
+        mean, low, high, p = by_hand.paired(diffs)
+        assert record["seeds"] == seeds and record["n"] == len(diffs)
+        assert (record["mean"], record["ci_low"], record["ci_high"]) == pytest.approx((mean, low, high), abs=1e-9)
+        assert record["p"] == pytest.approx(p, rel=1e-6)
+        p_values.append(p)
+    assert [r["p_holm"] for r in records] == pytest.approx(by_hand.holm(p_values), rel=1e-6)
     return records
 
 
