@@ -349,8 +349,9 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
                                      setting=setting, tokens_per_s=1234.5))
     text = env.get_template("bench/studies/sp_loss/findings.md.j2").render(sp_loss=render.Study(str(study)))
     assert "In progress" not in text
-    assert "24comm's lossy cost is higher under SP than under all-reduce syncs, by +0.0300 [+0.0200, +0.0400] nats" in text
-    assert "12comm's is unresolved at this power (SP minus all-reduce +0.0050 [-0.0050, +0.0150] nats)" in text
+    assert "24comm's lossy cost (A1) is higher under SP than under all-reduce syncs, by +0.0300 [+0.0200, +0.0400] nats" in text
+    assert "12comm's (A2; Holm over 2) is unresolved at this power (SP minus all-reduce +0.0050 [-0.0050, +0.0150] nats)" in text
+    assert "24comm with all-reduce syncs +0.0200 [+0.0100, +0.0300] nats (resolved: above lossless)" in text
     assert "| A1 | 24comm/b1_sp - 24comm/b1 | 18 | +0.0300 [+0.0200, +0.0400] | 0.001 | 0.002 | resolved: A higher |" in text
     assert "--seeds 400-417" in text and "1.000% (0.990-1.010% over 18 seeds)" in text and "b1_sp 1234" in text
     recorded = {}  # the commit each setting's runs recorded, read here from their run_info.json
@@ -363,7 +364,7 @@ def test_the_sp_studys_report_renders_from_the_analysis_outputs(tmp_path):
     allreduce, rerun = text.split("the lossy SP runs (`b1_sp`) are")
     assert all(f"`{c}`" in allreduce.rsplit("Code:", 1)[1] for c in recorded["lossless"] | recorded["b1"])
     assert all(f"`{c}`" in rerun.split("whose SP code")[0] for c in recorded["b1_sp"]) and "[withdrawn/](withdrawn/)" in rerun
-    assert "24comm's lossy cost is higher under SP" in text and "Withdrawn" not in text
+    assert "24comm's lossy cost (A1) is higher under SP" in text and "Withdrawn" not in text
     data = {**render.numbers(), "sp_loss": render.Study(str(study))}  # RESULTS.md's first screen: its row
     row = [line for line in env.get_template("bench/templates/results_answers.md.j2").render(**data).splitlines()
            if line.startswith("| Does a lossy network cost more under sequence parallelism?")]
