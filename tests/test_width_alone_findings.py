@@ -298,7 +298,8 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
     run("tuning/runs", "shakespeare_char_24comm-w64_half_lr0.01-s500", 10, resumed=True)  # its clock restarted: not timed
     run("runs", "shakespeare_char_24comm-w64h_drop5-s600", 9999, dict(amd, cpu_capability="AVX512"))  # H5, other class
     (tmp_path / "chosen_rates.json").write_text('{"64": null, "128": null}')
-    (tmp_path / "sessions.md").write_text("# Sessions\n\n- 2026-12-02 | ...\n- 2026-12-03 | ...\n")
+    (tmp_path / "sessions.md").write_text("# Sessions\n\n- 2026-12-02 | ...\n- 2026-12-03 (04:16-06:50 UTC) | ...\n"
+                                         "a line that is not a session | ...\n")
     label = "cpu AMD EPYC AVX2, float32"
     monkeypatch.setattr(sys, "argv", ["budget", "--study", str(tmp_path), "--class", label])
     budget.main()

@@ -139,7 +139,7 @@ def main():
     with open(os.path.join(args.study, "chosen_rates.json")) as f:
         rates = json.load(f)
     with open(os.path.join(args.study, "sessions.md")) as f:
-        used = sum(bool(re.match(r"- \d{4}-\d\d-\d\d \|", line)) for line in f)
+        used = sum(bool(re.match(r"- \d{4}-\d\d-\d\d( \([^)|]*\))? \|", line)) for line in f)  # "date (hours) |"
     rows, cuts, fits, need, left = project(runs, args.label, rates, used)
     print(f"# class {args.label}; measured: " + ", ".join(f"n_embd {w} x{k} iterations: {per_run[w, k]:.0f} s over "
                                                           f"{n} runs" for (w, k), n in sorted(counts.items())))
