@@ -18,6 +18,7 @@ import json
 import math
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
@@ -100,17 +101,17 @@ def descendants(pid):
     return found
 
 
-def end_hung(pids, grace_s=5.0):
-    """End processes that hang: SIGABRT first, so each Python one prints every thread's stack (faulthandler,
-    on where PYTHONFAULTHANDLER or faulthandler.enable() set it), then SIGKILL whatever is left after grace_s."""
-    import signal
+def end_hung(pids, grace_s=5.0, first_signal=signal.SIGABRT):
+    """End processes that hang: SIGABRT first (or first_signal), so each Python one prints every thread's
+    stack (faulthandler, on where PYTHONFAULTHANDLER or faulthandler.enable() set it), then SIGKILL whatever is
+    left after grace_s."""
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGABRT)
+            os.kill(pid, first_signal)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.1)
     for pid in pids:
         try:
@@ -121,11 +122,8 @@ def end_hung(pids, grace_s=5.0):
 
 def _alive(pid):
     """pid still runs (not a zombie waiting for its parent to collect it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    stat = _proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 IN_PROCESS = False  # tests/conftest.py: run_train runs train.py in the test's process (train_here)
@@ -234,27 +232,63 @@ def ranks_here(nproc, args, timeout=600):
         ranks = [context.Process(target=_rank_main, args=(rank, nproc, store.port, args, logs)) for rank in range(nproc)]
         for process in ranks:
             process.start()
-        deadline, code = time.monotonic() + timeout, 0
+        deadline, codes = time.monotonic() + timeout, [None] * nproc
         try:
-            while not code and time.monotonic() < deadline and any(process.exitcode is None for process in ranks):
-                multiprocessing.connection.wait([process.sentinel for process in ranks if process.exitcode is None],
-                                                timeout=max(0.0, deadline - time.monotonic()))
-                code = next((process.exitcode for process in ranks if process.exitcode), 0)
-            left = [process for process in ranks if process.exitcode is None]
-            if left and not code:  # hung: the except below prints every rank's stack
-                raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
+            while not any(codes) and None in codes:  # until a rank fails or all have ended
+                if time.monotonic() >= deadline:  # hung: the except below prints every rank's stack
+                    raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
+                multiprocessing.connection.wait([ranks[rank].sentinel for rank in range(nproc) if codes[rank] is None],
+                                                timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+                codes = [_exit_code(ranks[rank]) if codes[rank] is None else codes[rank] for rank in range(nproc)]
         except BaseException:  # hung past timeout, or the test's time limit (pytest-timeout) or Ctrl-C stopped us
-            end_hung([process.pid for process in ranks if process.exitcode is None])
+            end_hung([ranks[rank].pid for rank in range(nproc) if codes[rank] is None])
             for rank in range(nproc):
                 sys.stderr.write(f"harness: rank {rank} of a run that did not finish ({' '.join(args)[:300]}), "
-                                 f"its stderr with every thread's stack:\n{open(os.path.join(logs, f'{rank}.err')).read()[-20000:]}\n")
+                                 f"{_rank_state(ranks[rank].pid, logs, rank)}; its stderr with every thread's stack:\n"
+                                 f"{open(os.path.join(logs, f'{rank}.err')).read()[-20000:]}\n")
             raise
-        for process in left:  # as torchrun does: a rank failed, so the others are ended
-            process.terminate()
-            process.join()
+        # as torchrun does: a rank failed, so the others are ended
+        end_hung([ranks[rank].pid for rank in range(nproc) if codes[rank] is None], first_signal=signal.SIGTERM)
+        code = next((code for code in codes if code), 0)
         out, err = ("".join(open(os.path.join(logs, f"{rank}.{kind}")).read() for rank in range(nproc))
                     for kind in ("out", "err"))
     return subprocess.CompletedProcess(["torchrun", f"--nproc_per_node={nproc}", "train.py", *args], code, out, err)
+
+
+def _exit_code(process):
+    """A rank's exit status, or None while it runs. The forkserver that forked the rank reports it through the
+    process's sentinel once it has collected the rank; until then a rank that ended is a zombie whose status
+    Linux shows in /proc, read here, so a report the forkserver is late with or never sends cannot hang the
+    run. (One CI run hung here for 120 s with both ranks' stderr empty, which is what a rank that finished
+    leaves.)"""
+    if process.exitcode is not None:
+        return process.exitcode
+    stat = _proc_stat(process.pid)
+    return os.waitstatus_to_exitcode(int(stat[-1])) if stat and stat[0] == "Z" else None
+
+
+def _proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command's name (state first, exit status last), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _rank_state(pid, logs, rank):
+    """Where a rank that did not finish was, in words: running (and in which kernel wait), ended but not
+    collected, or gone; how far its stdout got."""
+    stat = _proc_stat(pid)
+    state = "gone" if stat is None else "ended, not collected by the forkserver" if stat[0] == "Z" else "running"
+    if state == "running":
+        try:
+            with open(f"/proc/{pid}/wchan") as f:
+                state += f" (kernel wait: {f.read() or 'none'})"
+        except OSError:
+            pass
+    last = (open(os.path.join(logs, f"{rank}.out")).read().strip().splitlines() or ["nothing"])[-1][:200]
+    return f"pid {pid} {state}, last stdout line: {last}"
 
 
 def _rank_main(rank, world, port, args, logs):

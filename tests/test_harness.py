@@ -71,3 +71,33 @@ def test_hung_ranks_print_their_stacks_and_end(char_data, tmp_path, capsys):
         assert f"harness: rank {rank} of a run that did not finish" in said
     assert said.count("most recent call first") >= 2, said[-3000:]
     assert "train.py" in said
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="an uncollected rank's status is read from Linux's /proc")
+def test_ranks_that_finish_end_the_run_though_the_forkserver_never_reports_it(char_data, tmp_path, monkeypatch):
+    """The forkserver that forks the ranks also reports their exits (through each process's sentinel). Here it
+    is stopped (SIGSTOP) once both ranks have started, so no report comes: the ranks still train and end (as
+    zombies nobody collects), and ranks_here returns their status, read from /proc, and their output instead of
+    waiting until its deadline."""
+    import multiprocessing.connection
+    import multiprocessing.forkserver
+    import signal
+    stopped, wait = [], multiprocessing.connection.wait
+
+    def stop_the_forkserver_then_wait(objects, timeout=None):  # on both ranks: Process.start polls one at a time
+        if not stopped and len(objects) == 2:
+            stopped.append(multiprocessing.forkserver._forkserver._forkserver_pid)
+            os.kill(stopped[0], signal.SIGSTOP)
+        return wait(objects, timeout)
+
+    monkeypatch.setattr(multiprocessing.connection, "wait", stop_the_forkserver_then_wait)
+    args = [*SMALL, f"--data_dir={char_data}", f"--out_dir={tmp_path}", "--tp_size=2", "--tp_mode=dist", "--max_iters=2"]
+    try:
+        result = ranks_here(2, args, timeout=90)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    assert stopped, "ranks_here never waited on its ranks"
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("step 2:") == 1, result.stdout  # the last eval, logged by rank 0 alone
+    assert os.path.exists(tmp_path / "ckpt.pt")
