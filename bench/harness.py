@@ -104,20 +104,26 @@ def descendants(pid):
 def end_hung(pids, grace_s=5.0, first_signal=signal.SIGABRT):
     """End processes that hang: SIGABRT first (or first_signal), so each Python one prints every thread's
     stack (faulthandler, on where PYTHONFAULTHANDLER or faulthandler.enable() set it), then SIGKILL whatever is
-    left after grace_s."""
+    left after grace_s. All are stopped first, then signalled and resumed one at a time, each let end before
+    the next: stacks that share a stderr do not interleave, and no parent (torchrun) sees a child end and
+    tears the others down before their stacks are printed."""
     for pid in pids:
-        try:
-            os.kill(pid, first_signal)
-        except ProcessLookupError:
-            pass
+        _signal(pid, signal.SIGSTOP)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-        time.sleep(0.1)
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _signal(pid, first_signal)
+        _signal(pid, signal.SIGCONT)
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.02)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _alive(pid):

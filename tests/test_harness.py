@@ -29,11 +29,13 @@ def _running(marker):
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="descendants are read from Linux's /proc")
 def test_a_hung_command_and_its_children_print_their_stacks_and_end(capsys):
     """A command whose child hangs (as a rank of torchrun would): both print where they are, neither survives."""
-    child = "import time\ndef waiting_in_the_child(): time.sleep(300)\nwaiting_in_the_child()"
-    parent = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\n"
+    # The parent waits until the child is in its function (it says so on a pipe): on a loaded host the
+    # child's interpreter can take seconds to start, and a stack printed before that would not show it.
+    child = "import time\ndef waiting_in_the_child(): print(flush=True); time.sleep(300)\nwaiting_in_the_child()"
+    parent = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.PIPE).stdout.readline()\n"
               "def waiting_in_the_parent(): time.sleep(300)\nwaiting_in_the_parent()")
     with pytest.raises(subprocess.TimeoutExpired):
-        run([sys.executable, "-c", parent], timeout=3)
+        run([sys.executable, "-c", parent], timeout=5)
     said = capsys.readouterr().err
     assert "did not finish" in said
     assert "in waiting_in_the_parent" in said and "in waiting_in_the_child" in said, said
