@@ -7,6 +7,7 @@ paired seed by seed with a reference setting, and the plots a paper needs.
     python -m bench.summarize bench/studies/sync_count/runs --seeds 1-8 --out bench/studies/sync_count
     python -m bench.summarize bench/studies/loss_sweep/runs --reference=train_shakespeare_char_12comm
     python -m bench.summarize DIR/shakespeare_char_24comm-s1 DIR/shakespeare_char_7comm-s1 ...   # runs one by one
+    python -m bench.summarize bench/studies/width_alone/tuning/runs --describe   # several classes: nothing paired
 
 Each study's folder, bench/studies/<name>/, names the exact commands that rebuild its tables from
 its committed runs/ (findings.md).
@@ -164,13 +165,23 @@ def main():
                              "train_shakespeare_char_24comm or train_shakespeare_char_12comm/bern0.01 "
                              "(default: the 24comm pattern, lossless)")
     parser.add_argument("--seeds", default="", help="only the runs of these seeds: 1-7, 1,3,5 or 1-4,8 (default: all)")
+    parser.add_argument("--describe", action="store_true",
+                        help="the CSV's rows and means only: nothing is paired (no paired or iterations-to-target "
+                             "columns, no noise floor) and nothing plotted, so runs of several numerics classes "
+                             "can be described together, e.g. a tuning grid; each row names its class(es)")
     args = parser.parse_args()
+    if args.describe and args.reference:
+        sys.exit("error: --describe pairs nothing: --reference has no meaning with it")
     try:
         rows, curves = read_runs(args.sweep_dirs, parse_seeds(args.seeds) if args.seeds else None)
         aggregates = aggregate(rows)
-        floors = paired_analysis(rows, aggregates, curves, args.reference)
+        floors = [] if args.describe else paired_analysis(rows, aggregates, curves, args.reference)
     except SummaryError as e:
         sys.exit(f"error: {e}")
+    if args.describe:  # a pair would need one class (check_one_class); these columns stay blank
+        for row in rows + aggregates:
+            row.update({c: None for c in COLUMNS if c.startswith(("paired_", "iters_to_", "reached_"))
+                        or c == "within_noise_floor"})
     out = args.out or args.sweep_dirs[0]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "experiment_summary.csv"), "w", newline="") as f:
@@ -184,7 +195,8 @@ def main():
         with open(os.path.join(out, "noise_floor.json"), "w") as f:
             json.dump(floors, f, indent=2)
         written.append("noise_floor.json")
-    written += plots(aggregates, curves, rows, out, floors)
+    if not args.describe:  # the plots' lines join settings that differ in their syncs: not a grid of other keys
+        written += plots(aggregates, curves, rows, out, floors)
     unfinished = sum(r["status"] != "done" for r in rows)
     print(f"summary: {len(rows)} runs ({unfinished} unfinished), {len(aggregates)} settings -> {out}: "
           f"{', '.join(written)}")
@@ -200,6 +212,9 @@ def main():
     if paired:
         tested = sum(a["paired_p"] is not None for a in aggregates)
         print(f"paired final val loss differences (same seed, {CONFIDENCE:.0%} CI, p Holm-adjusted over {tested}):")
+    elif args.describe:
+        classes = sorted({r["numerics_class"] for r in rows if r["status"] == "done"})
+        print(f"described, nothing paired (--describe); numerics classes: {'; '.join(classes)}")
     elif not any(a["paired_reference"] for a in aggregates):
         print("paired columns left blank: no reference setting among these runs "
               "(default: the 24comm pattern, lossless; choose one with --reference)")

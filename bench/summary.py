@@ -51,7 +51,7 @@ from model import count_sync_points, describe_pattern, parse_block_schedule, par
 COLUMNS = ["kind", "run", "config", "setting", "seed", "n", "status", "sync_points", "block_pattern", "tp_size",
            "tp_mode", "tp_backend", "dtype", "loss_model", "loss_rate", "ge_preset", "loss_fwd", "loss_bwd", "iters",
            "final_val_loss", "final_val_loss_std", "best_val_loss", "final_val_perplexity", "final_val_accuracy",
-           "tokens_per_s", "it_per_s", "wall_time_s", "observed_loss_rate",
+           "tokens_per_s", "it_per_s", "wall_time_s", "observed_loss_rate", "numerics_class",
            # iterations to reach dense's final val loss (same seed) + 1% / + 2%; reached_*: seeds that got there
            "iters_to_1pct", "reached_1pct", "iters_to_2pct", "reached_2pct",
            # paired against the reference setting, seed by seed (run rows: this seed's difference)
@@ -191,7 +191,7 @@ def read_run(run_dir):
     row["_dir"] = run_dir  # unique, unlike the run's name when two sweeps are summarized together
     info_path = os.path.join(run_dir, "run_info.json")  # its numerics class (provenance.numerics_class), if recorded
     info = json.load(open(info_path)) if os.path.exists(info_path) else {}
-    row["_numerics"], row["_class"] = run_numerics(info), class_label(info)
+    row["_numerics"], row["numerics_class"] = run_numerics(info), class_label(info)
     curve = [(r["iter"], r["val_loss"]) for r in evals]
     return row, curve
 
@@ -224,7 +224,7 @@ def by_class(diffs, runs):
     span several classes (a pair is of one class: check_one_class); {} when they are of one class."""
     classes = {}
     for seed in sorted(diffs):
-        classes.setdefault(runs[seed]["_class"], []).append(seed)
+        classes.setdefault(runs[seed]["numerics_class"], []).append(seed)
     if len(classes) < 2:
         return {}
     return {label: dict(seeds=seeds, **paired_stats([diffs[s] for s in seeds])) for label, seeds in classes.items()}
@@ -267,7 +267,8 @@ def aggregate(rows):
                     "best_val_loss": mean("best_val_loss"), "final_val_perplexity": mean("final_val_perplexity"),
                     "final_val_accuracy": mean("final_val_accuracy"), "tokens_per_s": mean("tokens_per_s"),
                     "it_per_s": mean("it_per_s"), "wall_time_s": mean("wall_time_s"),
-                    "observed_loss_rate": mean("observed_loss_rate"), "_aliases": names,
+                    "observed_loss_rate": mean("observed_loss_rate"), "_aliases": names,  # its seeds' classes:
+                    "numerics_class": "; ".join(sorted({m["numerics_class"] for m in members})),
                     "_by_seed": by_seed})
     return out
 
@@ -430,7 +431,6 @@ def read_runs(sweep_dirs, seeds=None):
     if not rows:
         raise SummaryError(f"no runs of seeds {sorted(seeds)} under {', '.join(sweep_dirs)}")
     return rows, curves
-
 
 
 def verdict(a):

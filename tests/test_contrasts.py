@@ -1,6 +1,7 @@
 """bench/contrasts.py: a planned family of paired contrasts with Holm, on runs written by hand (the
 fabricated runs of test_frontier), against p values and intervals worked out by hand."""
 
+import csv
 import json
 import math
 
@@ -119,6 +120,36 @@ def test_a_pair_of_runs_of_two_numerics_classes_is_refused(tmp_path):
     for tool in (["bench.summarize", "--out", str(tmp_path / "summary")], ["bench.frontier", "--gpu", ""]):
         result = run_tool(tool[0], str(tmp_path / "runs"), *tool[1:])
         assert_one_line_error(result, "has no numerics class")
+
+
+def test_a_summary_of_two_classes_refuses_to_pair_them_and_describes_them_when_asked(tmp_path):
+    """A tuning grid may span hosts (a choice is not a contrast): `bench.summarize --describe` writes the rows,
+    means and curves, each row naming its class(es), and pairs nothing; without it the same runs are refused."""
+    fabricate(tmp_path / "runs")
+    cpu = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False,
+           "deterministic": False}
+    intel = {**cpu, "host": "Intel Xeon", "cpu_capability": "AVX512"}
+    half = sorted(d for d in (tmp_path / "runs").iterdir() if d.name.startswith("24comm-half-"))
+    for run_dir in (tmp_path / "runs").iterdir():
+        (run_dir / "run_info.json").write_text(json.dumps({"numerics": intel if run_dir == half[0] else cpu}))
+    assert_one_line_error(run_tool("bench.summarize", str(tmp_path / "runs"), "--out", str(tmp_path / "a")),
+                          "ran in different numerics classes")
+    result = run_tool("bench.summarize", str(tmp_path / "runs"), "--describe", "--out", str(tmp_path / "b"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "nothing paired" in result.stdout and "cpu Intel Xeon AVX512, float32" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["experiment_summary.csv"]
+    with open(tmp_path / "b" / "experiment_summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    by_run = {r["run"]: r for r in rows}
+    assert by_run[half[0].name]["numerics_class"] == "cpu Intel Xeon AVX512, float32"
+    assert by_run[half[1].name]["numerics_class"] == "cpu AMD EPYC AVX2, float32"
+    (mean,) = [r for r in rows if r["kind"] == "aggregate" and r["run"].startswith("24comm-half")]
+    assert mean["numerics_class"] == "cpu AMD EPYC AVX2, float32; cpu Intel Xeon AVX512, float32"
+    assert float(mean["final_val_loss"]) == pytest.approx(sum(float(by_run[d.name]["final_val_loss"]) for d in half)
+                                                          / len(half))
+    assert all(r[c] == "" for r in rows for c in ("paired_reference", "paired_diff", "paired_p", "iters_to_1pct"))
+    assert_one_line_error(run_tool("bench.summarize", str(tmp_path / "runs"), "--describe", "--reference", "ref"),
+                          "--describe pairs nothing")
 
 
 def test_a_family_over_seeds_of_two_classes_reports_each_class_beside_the_pooled(tmp_path):
