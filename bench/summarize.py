@@ -39,6 +39,7 @@ import json
 import os
 import statistics
 import sys
+from collections import Counter
 
 from bench.stats import CONFIDENCE
 from bench.summary import (COLUMNS, SummaryError, aggregate, by_class, fmt, label, paired_analysis, parse_seeds,
@@ -47,28 +48,43 @@ from bench.summary import (COLUMNS, SummaryError, aggregate, by_class, fmt, labe
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def plot_labels(aggregates):
+    """{setting name: its label on a plot}: its sync count ('5comm'), and the sweep's tag beside it where two
+    settings share a count (a study of one pattern at two widths or rates, or at half the channels)."""
+    counts = Counter(label(a) for a in aggregates)
+    return {a["_name"]: label(a) if counts[label(a)] == 1 else f"{label(a)} {a['setting'] or a['_name']}"
+            for a in aggregates}
+
+
 def plots(aggregates, curves, rows, out, floors=()):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     lossless = sorted((a for a in aggregates if a["loss_model"] == "none"), key=lambda a: -a["sync_points"])
-    written = []
+    names, written = plot_labels(aggregates), []
     if lossless:
         paired = [a for a in lossless if a["paired_diff_mean"] is not None or a["paired_n"]]
         fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(11 if paired else 6, 4), squeeze=False)
         ax = axes[0][0]
-        tp = [a for a in lossless if a["tp_size"] > 1]
-        ax.errorbar([a["sync_points"] for a in tp], [a["final_val_loss"] for a in tp],
-                    yerr=[a["final_val_loss_std"] for a in tp], fmt="o-", capsize=4, label="TP=2 patterns")
-        for a in tp:
-            ax.annotate(a["block_pattern"], (a["sync_points"], a["final_val_loss"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+        groups = {}  # a line joins the patterns of one model, schedule and rate (summary's _comparable) only
+        for a in (a for a in lossless if a["tp_size"] > 1):
+            groups.setdefault(a["_comparable"], []).append(a)
+        for k, tp in enumerate(groups.values()):
+            ax.errorbar([a["sync_points"] for a in tp], [a["final_val_loss"] for a in tp], color=f"C{k % 10}",
+                        yerr=[a["final_val_loss_std"] for a in tp], capsize=4,  # a line only over distinct counts
+                        fmt="o-" if len({a["sync_points"] for a in tp}) == len(tp) else "o",
+                        label="TP=2 patterns" if len(groups) == 1 else None)
+        tp = [a for group in groups.values() for a in group]
+        for a in tp:  # one line: its points differ in the pattern; several: name each point's setting
+            ax.annotate(a["block_pattern"] if len(groups) == 1 else names[a["_name"]],
+                        (a["sync_points"], a["final_val_loss"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
         for a in (a for a in lossless if a["tp_size"] == 1):
             ax.axhspan(a["final_val_loss"] - a["final_val_loss_std"], a["final_val_loss"] + a["final_val_loss_std"],
                        color="gray", alpha=0.3, label=f"dense (n={a['n']})")
         ax.set(xlabel="sync points per forward pass", ylabel=f"final val loss (iter {lossless[0]['iters']})",
                title="What each dropped sync costs (mean ± std over seeds)")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
         if paired:
             # the same seeds' runs differ by less than the seed spread: compare them seed by seed
             ax = axes[0][1]
@@ -82,7 +98,8 @@ def plots(aggregates, curves, rows, out, floors=()):
                 high = a["paired_ci_high"] if a["paired_ci_high"] is not None else mean
                 ax.errorbar([a["sync_points"]], [mean], yerr=[[mean - low], [high - mean]], fmt="o", capsize=4,
                             color="C1" if a["tp_size"] == 1 else "C0")
-                ax.annotate(label(a) if a["paired_p_holm"] is None else f"{label(a)} p={a['paired_p_holm']:.2g}",
+                name = names[a["_name"]]
+                ax.annotate(name if a["paired_p_holm"] is None else f"{name} p={a['paired_p_holm']:.2g}",
                             (a["sync_points"], mean), fontsize=7, xytext=(4, 4), textcoords="offset points")
             reference = next(a["paired_reference"] for a in paired)
             ax.set(xlabel="sync points per forward pass", ylabel="final val loss minus the reference's (same seed)")
@@ -97,7 +114,8 @@ def plots(aggregates, curves, rows, out, floors=()):
         for a in lossless:
             members = [curves[r["_dir"]] for r in rows if r["status"] == "done" and r["_setting"] == a["_setting"]]
             iters = [i for i, _ in members[0]]
-            ax.plot(iters, [statistics.fmean(c[k][1] for c in members) for k in range(len(iters))], label=label(a))
+            ax.plot(iters, [statistics.fmean(c[k][1] for c in members) for k in range(len(iters))],
+                    label=names[a["_name"]])
         ax.set(xlabel="iteration", ylabel="val loss (mean over seeds)", title="Validation loss curves")
         ax.set_ylim(top=min(ax.get_ylim()[1], lossless[0]["final_val_loss"] + 1.0))
         ax.legend(fontsize=8)

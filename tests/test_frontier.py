@@ -167,6 +167,16 @@ def test_summary_pairs_schemes_and_lost_packet_options_with_24comm(tmp_path):
     assert by_name["half"]["paired_diff_mean"] == pytest.approx(0.02 / 3 + 0.01)  # 0.01, 0.02, 0.02
 
 
+def test_plot_labels_name_the_setting_where_sync_counts_collide(tmp_path):
+    """bench.summarize's plots label a setting by its sync count; settings sharing one (half the channels, a
+    link, another rate or width) carry their sweep tag too, or the legend would read '24comm' four times."""
+    from bench.summarize import plot_labels
+    fabricate(tmp_path)
+    aggregates = summary.aggregate(summary.read_runs([str(tmp_path)])[0])
+    assert sorted(plot_labels(aggregates).values()) == ["12comm", "24comm b1", "24comm b1_reliable", "24comm half",
+                                                        "24comm ref"]
+
+
 def test_frontier_costs_minutes_pairs_and_pareto(tmp_path):
     fabricate(tmp_path)
     rows, curves = summary.read_runs([str(tmp_path)])
