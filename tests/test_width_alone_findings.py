@@ -23,12 +23,12 @@ def recompute_tuning(state, runs, width):
     """A decided width's tuning recomputed from its run logs with a plain loop, not with rates.py: each run's final
     val loss (metrics.jsonl's eval at max_iters; a run train.py stopped on a non-finite value is diverged, +inf),
     per setting and rate the mean, sd, min and max over the tuning seeds, the stable band, and the rate the plan's
-    rule picks. Asserts they are what tuning/sensitivity_w<W>.json and chosen_rates.json say."""
+    rule picks. Asserts they are what tuning/sensitivity_w<W>.json and chosen_rates.json say; returns the bands."""
     with open(os.path.join(state, "tuning", f"sensitivity_w{width}.json")) as f:
         written = json.load(f)
     with open(os.path.join(state, "chosen_rates.json")) as f:
         chosen = json.load(f)[str(width)]
-    finals = {}
+    finals, bands = {}, {}
     for name in sorted(os.listdir(runs)):
         match = TUNING_RUN.fullmatch(name)
         if not match or int(match[1]) != width or int(match[4]) not in design.TUNING_SEEDS:
@@ -63,8 +63,10 @@ def recompute_tuning(state, runs, width):
         best = min(means.values())
         band = sorted(lr for lr, m in means.items() if m <= best + 0.1) if math.isfinite(best) else []
         assert written["curves"][setting]["band"] == pytest.approx(band)
+        bands[setting] = band
         pick = max(lr for lr, m in means.items() if m <= best + 0.005) if math.isfinite(best) else None
         assert chosen[setting] == pick, (setting, chosen[setting], pick)
+    return bands
 
 
 def test_the_tuning_is_what_its_run_logs_give_and_renders_from_its_files(state, monkeypatch):
@@ -77,14 +79,21 @@ def test_the_tuning_is_what_its_run_logs_give_and_renders_from_its_files(state, 
     for _ in range(2):  # the base grid, then ladder's extension to 0.00125
         fill_tuning(runs, 128, best, diverged={("ladder", 0.02, 502)})
         rates.main()
-    recompute_tuning(state, runs, 128)
+    bands = recompute_tuning(state, runs, 128)
     text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(state))})
     assert "n_embd 128: ref24 0.01, drop1 0.01, half 0.005, ladder 0.0025" in text
     row = next(line for line in text.splitlines() if line.startswith("| 0.02 |"))
     assert row.count("diverged (1 of 3)") == 1  # ladder: seed 502 stopped on a non-finite loss
     assert "| 0.01 | 1.8000 (0.0100) [1.7900, 1.8100] |" in text  # 24comm at its best: 1.8 + seed offsets
     assert "- ladder: 0.0025; band 0.00125 to 0.005 (2 factor-2 steps)" in text
-    assert "Is ladder's stable range narrower than 24comm's at n_embd 128? Narrower on this grid" in text
+    # "narrower" is the plan's rule (fewer factor-2 steps, or a lower highest stable rate), and the line says which
+    steps = {s: round(math.log2(max(b) / min(b))) for s, b in bands.items()}
+    fewer, lower = steps["ladder"] < steps["ref24"], max(bands["ladder"]) < max(bands["ref24"])
+    why = ("fewer factor-2 steps and a lower highest stable rate" if fewer and lower else "fewer factor-2 steps"
+           if fewer else "a lower highest stable rate, though its band is " + ("as wide" if steps["ladder"] ==
+                                                                               steps["ref24"] else "wider"))
+    assert lower and ("Is ladder's stable range narrower than 24comm's at n_embd 128? Narrower on this grid, by the "
+                      f"plan's rule ({why}): ladder {steps['ladder']}, 24comm {steps['ref24']} factor-2") in text
     moved = runs / "shakespeare_char_24comm-w128_half_lr0.005-s501" / "metrics.jsonl"
     moved.write_text(moved.read_text().replace('"val_loss": 1.8', '"val_loss": 1.9'))
     with pytest.raises(AssertionError):
