@@ -343,6 +343,30 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
         budget.main()
 
 
+def test_the_budget_says_which_seeds_a_host_of_its_class_may_take_for_the_arms_after_the_study():
+    """plan.md: a seed's H, H5, A64 and A128 runs run in its study runs' class, and the horizon's 8 seeds are the
+    first 8 that a host of their class reaches. A seed counts once its nine study runs are in, all of the class."""
+    from bench.studies.width_alone import budget
+    x, y = "cpu X AVX2, float32", "cpu Y AVX512, float32"
+    runs = []
+    for seed, label, n64 in ((600, x, 5), (601, x, 5), (602, x, 3), (603, y, 5), (612, x, 5)):  # 602 is not whole
+        runs += [("S64", 64, label, 1.0, seed, False)] * n64 + [("S128", 128, label, 1.0, seed, False)] * 4
+    runs += [("S64", 64, y, 1.0, 613, False)] * 5 + [("S128", 128, x, 1.0, 613, False)] * 4  # two classes: no one's
+    runs += [("H", 64, y, 1.0, seed, False) for seed in (603, 604, 605, 606, 607, 608, 609) for _ in design.HORIZON]
+    runs += [("A64", 64, x, 1.0, 600, False)]  # 600's one run at 24comm's rate at 64 is in
+    rates_chosen = {"64": RATES["64"], "128": RATES["128"]}
+    assert [s for s, lr in RATES["64"].items() if lr != RATES["64"]["ref24"]] == ["drop5", "ladder"]  # 2 a seed at 64
+    assert [s for s, lr in RATES["128"].items() if lr != RATES["128"]["ref24"]] == ["half", "ladder"]  # and at 128
+    whole, here = budget.runnable_here(runs, x, rates_chosen)
+    assert whole == [600, 601, 612]
+    assert here["H"] == ([600], len(design.HORIZON)) and here["H5"] == ([600], 1)  # 7 horizon seeds taken: one left
+    assert here["A64"] == ([600, 601, 612], 5) and here["A128"] == ([600, 601, 612], 6)
+    runs += [("H", 64, x, 1.0, 600, False)] * len(design.HORIZON)  # the eighth: no more horizon seeds, 600's H5 stays
+    whole, here = budget.runnable_here(runs, x, {"64": None, "128": None})
+    assert here["H"] == ([], 0) and here["H5"] == ([600], 1) and here["A64"] == ([600, 601, 612], None)
+    assert budget.runnable_here(runs, "cpu Z AVX512, float32", rates_chosen)[0] == []
+
+
 def test_the_second_reading_and_the_gpu_ladder_render_from_their_files(analysed):
     """S2's table and its cross-check with bench.contrasts (the same means, or said to differ), and S4's trend rows
     with their widths and a "not a line" verdict, from family files as family.py writes them."""

@@ -9,6 +9,8 @@ A run's time is its wall time to its last eval (result.json's final time_s), the
 committed 600-iteration runs (tuning and study) that were not resumed. A width the class has not run yet is scaled from the width it has
 by the plan's measured ratio (n_embd 128 / 64 on AMD EPYC: 784 / 309 s); a horizon run is 4x the class's 600-iteration
 time at 64 until horizon runs of the class are in. A session is 2.5 usable hours at two slots: 5 CPU-hours.
+The projection prices every run left at this class's times; a last line says which of them a host of this class may
+take at all: a seed's horizon and second-reading runs run only in its study runs' class (plan.md).
 """
 
 if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
@@ -90,6 +92,29 @@ def planned_runs(arm, width, planned, rates):
     return planned
 
 
+def runnable_here(runs, label, rates):
+    """What a host of this class may run of the arms after the study. A seed's H, H5, A64 and A128 runs run in its
+    study runs' class (plan.md "Numerics classes and the host rule"), and the horizon's 8 seeds are the first 8 a
+    host of their class reaches: (this class's whole study seeds, {arm: (seeds, runs left for them)})."""
+    labels, done = {}, {}
+    for arm, _, run_label, _, seed, _ in runs:
+        done[arm, seed] = done.get((arm, seed), 0) + 1
+        if arm in ("S64", "S128"):
+            labels.setdefault(seed, set()).add(run_label)
+    nine = lambda s: done.get(("S64", s)) == len(design.CPU[64]) and done.get(("S128", s)) == len(design.CPU[128])  # noqa: E731
+    whole = sorted(s for s, found in labels.items() if found == {label} and nine(s))
+    taken = {seed for arm, seed in done if arm == "H"}  # a horizon seed is committed whole
+    horizon = sorted(taken & set(whole)) + [s for s in whole if s not in taken][:max(design.HORIZON_N - len(taken), 0)]
+    per_seed = {"H": len(design.HORIZON), "H5": len(design.HORIZON_LAST)}
+    for arm, width in (("A64", 64), ("A128", 128)):
+        per_seed[arm] = planned_runs(arm, width, None, rates) // len(design.STUDY_SEEDS) if rates.get(str(width)) else None
+    out = {}
+    for arm, n in per_seed.items():
+        seeds = [s for s in (horizon if arm in ("H", "H5") else whole) if n is None or done.get((arm, s), 0) < n]
+        out[arm] = (seeds, None if n is None else sum(n - done.get((arm, s), 0) for s in seeds))
+    return whole, out
+
+
 def project(runs, label, rates, sessions_used):
     """The plan's table for the remaining runs, and the cuts it needs: (rows, cuts, fits, sessions needed after the
     cuts, sessions left). rates: chosen_rates.json ({width: {setting: rate} or null})."""
@@ -151,6 +176,11 @@ def main():
         print(f"| {r['arm']} | {r['done']} | {r['left']} | {s} | {h} | {n} |")
     total = sum(r["cpu_h"] or 0 for r in rows) / SESSION_CPU_HOURS
     print(f"all arms: {total:.1f} sessions; {left} of the plan's {ALLOTMENT} CPU sessions left ({used} used)")
+    whole, here = runnable_here(runs, args.label, rates)
+    may_take = "; ".join(f"{arm} {'?' if n is None else n} ({', '.join(map(str, seeds)) or 'no seed'})"
+                         for arm, (seeds, n) in here.items())
+    print(f"# this class's whole study seeds: {', '.join(map(str, whole)) or 'none'}; a seed's H, H5, A64 and A128 run "
+          f"only in its study runs' class (plan.md), so a host of this class may take: {may_take}")
     if not cuts:
         print("fits: nothing is cut")
     else:
