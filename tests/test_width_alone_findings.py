@@ -269,6 +269,27 @@ def test_the_committed_primary_family_is_what_its_run_logs_give(study):
     recompute_primary(study, "runs")
 
 
+@pytest.mark.parametrize("study", PRIMARY)
+def test_the_committed_per_run_table_is_what_the_run_logs_give(study):
+    """findings.md's exploratory table: each study run's last logged val loss (its metrics.jsonl, read here without the
+    project's code), each setting's median and its highest run's distance above it, to the 3 decimals it shows."""
+    import statistics
+    text = open(os.path.join(study, "findings.md")).read()
+    rows = [line for line in text.splitlines() if re.match(r"\| w\d+_\w+ \| \d\.\d{3} \|", line)]
+    header = next(line for line in text.splitlines() if line.startswith("| setting | 600 |"))
+    seeds = [int(cell) for cell in header.strip("| ").split(" | ")[1:-2]]
+    assert len(rows) == 9 and seeds == list(range(600, 614))
+    for row in rows:
+        cells = row.strip("| ").split(" | ")
+        logged = {seed: final(os.path.join(study, "runs", f"shakespeare_char_24comm-{cells[0]}-s{seed}")) for seed in seeds}
+        assert cells[1:-2] == [f"{logged[seed]:.3f}" for seed in seeds], cells[0]
+        median = statistics.median(logged.values())
+        assert cells[-2:] == [f"{median:.3f}", f"{max(logged.values()) - median:.3f}"], cells[0]
+
+
+NAMES = {"drop1": "1comm", "drop5": "5comm", "half": "half the channels", "ladder": "ladder"}
+
+
 def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(analysed):
     """README's and RESULTS' row "Does it hold as the model grows?" come from family_primary.json (the plan's reading
     of d_ladder, the rates each setting ran at) once it exists; the scale study's confounded line is gone from them."""
@@ -278,7 +299,14 @@ def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(an
     d = {r["name"]: r for r in json.load(open(analysed[0] / "family_primary.json"))}
     for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
         row = next(line for line in render_template(template, data=data).splitlines() if "Does it hold as the model grows?" in line)
-        assert f"ladder's cost rises: {ci(d['d_ladder'])} nats; 1comm {ci(d['d_drop1'])}, half the channels {ci(d['d_half'])}" in row
+        said = {k: "resolved" if d[k]["verdict"].startswith("resolved") else "unresolved" for k in ("d_drop1", "d_half")}
+        assert (f"ladder's cost rises: {ci(d['d_ladder'])} nats; 1comm {ci(d['d_drop1'])} ({said['d_drop1']}), "
+                f"half the channels {ci(d['d_half'])} ({said['d_half']})") in row
+        for w in ("64", "128"):  # each width's resolved costs, in the family's order, and none of its unresolved ones
+            hits = [f"{NAMES[k.split('_', 1)[1]]} ends {'above' if r['mean'] > 0 else 'below'} 24comm, {ci(r)}"
+                    for k, r in d.items() if k.startswith(f"c{w}_") and r["verdict"].startswith("resolved")]
+            assert hits or w == "64", "the fake seeds resolve ladder's cost at 128: the clause must list it"
+            assert f"at {w} {' and '.join(hits) if hits else 'no cost is resolved'}" in row
         assert "n_embd 64: ref24 0.02, drop1 0.02, drop5 0.01, half 0.02, ladder 0.005; n_embd 128: ref24 0.01" in row
         assert "scale" in row and "rate, progress and arithmetic" not in row and "per doubling" not in row
     for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
@@ -286,6 +314,10 @@ def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(an
         assert "unresolved as an effect of width" not in text.lower() and "not yet a variable" not in text
         assert "grows is unresolved" not in text
         assert "width_alone/findings.md" in text
+    readme = render_template("bench/templates/readme_answers.md.j2", data=data)
+    assert "seeds 600-612" in readme  # the classes of the study's seeds, named
+    for confound in ("at 24comm's rate there", "tokens per parameter at 64", "in bfloat16", "is not an effect of width"):
+        assert confound in readme, confound  # the scale study's line, cited with what else changed
 
 
 def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cuts_in_the_plans_order(tmp_path, monkeypatch, capsys):
