@@ -131,6 +131,10 @@ def test_each_sweep_file_plans_its_arm_at_the_chosen_rates_and_refuses_before_th
     assert {k: horizon["common"][k] for k in ("max_iters", "lr_decay_iters", "eval_interval")} == {
         "max_iters": 2400, "lr_decay_iters": 2400, "eval_interval": 300}
     assert list(load("sweep_horizon_w64_drop5.py")["settings"]) == ["w64h_drop5"]
+    floor = load("sweep_floor.py")  # amendment 2: dense at 24comm's rate, each width
+    assert floor["settings"] == {f"w{w}_dense": {"tp_size": 1, "n_embd": w, "n_head": w // 16, "learning_rate": lr,
+                                                 "min_lr": lr / 10} for w, lr in ((64, 0.02), (128, 0.01))}
+    assert floor["seeds"] == list(range(600, 614)) and floor["common"] == study["common"]
 
 
 def test_a_state_file_with_uncommitted_changes_is_refused(tmp_path, monkeypatch):
@@ -180,6 +184,10 @@ def test_the_family_pairs_across_rates_and_refuses_runs_that_break_the_provenanc
         family.family(aggregates, [("cost", ("x", "w64_lr0.01_at24|w64_lr0.01", "w64_lr0.02"))], ["5b75504"], same_rate=True)
     with pytest.raises(SummaryError, match="is not the plan's"):
         family.family(aggregates, [("cost", ("x", "w64_lr0.01", "w64_lr0.02"))], ["8d2508d"])
+    # the noise floor (amendment 2): dense pairs with 24comm at one rate, differing only in tp_size
+    floor = scale_runs(tmp_path, "shakespeare_char_24comm-w64_dense-s300", "shakespeare_char_24comm-w64_ref24-s300")
+    (f,) = family.family(aggregate(read_runs(floor)[0]), [("cost", ("f64", "w64_dense", "w64_ref24"))], [], same_rate=True)
+    assert f["per_seed"] == {300: pytest.approx(final(floor[0]) - final(floor[1]))}
     # a run resumed with no earlier_parts (the scale study's seed 304 at n_embd 64) is refused
     resumed = scale_runs(tmp_path, "shakespeare_char_24comm-w64_drop1-s304", "shakespeare_char_24comm-w64_ref24-s304")
     with pytest.raises(SummaryError, match=r"resumed 1 time\(s\) but records 0 earlier part"):

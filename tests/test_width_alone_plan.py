@@ -66,6 +66,8 @@ def study(tmp_path_factory):
     plans = [(root / "runs", design.common(), design.study_settings([(64, design.CPU[64]), (128, design.CPU[128])], RATES)),
              (root / "runs", design.common(), {**design.at24_settings(64, design.CPU[64], RATES),
                                                **design.at24_settings(128, design.CPU[128], RATES)}),
+             (root / "runs", design.common(), {f"w{w}_dense": {"tp_size": 1, **design.shape(w), **design.rate(RATES[str(w)]["ref24"])}
+                                               for w in (64, 128)}),  # amendment 2's floor, as sweep_floor.py plans it
              (root / "runs", design.horizon_common(),
               design.study_settings([(64, design.HORIZON + design.HORIZON_LAST)], RATES, suffix="h")),
              (root / "gpu" / "runs", design.common(gpu=True),
@@ -98,8 +100,8 @@ def test_every_analysis_command_of_the_plan_runs_as_written_and_gives_what_a_pla
     root, final = study
     commands, family_json = plan_commands(), {}
     # the rates (2) and the tuning's summary, the study's summary, the families S1, S2 (and its check), S2b, S3,
-    # S4 and the GPU summaries (2), amendment 1's tuning summary, S3 with H5
-    assert len(commands) == 14
+    # S4 and the GPU summaries (2), amendment 1's tuning summary, amendment 2's floor, S3 with H5
+    assert len(commands) == 15
     for argv in commands:
         assert argv[:2] == ["python", "-m"], argv
         if argv[2] == "bench.studies.width_alone.rates" or (argv[2] == "bench.summarize" and "tuning/runs" in argv[3]
@@ -133,6 +135,11 @@ def test_every_analysis_command_of_the_plan_runs_as_written_and_gives_what_a_pla
     assert with_h5["h_drop5"]["mean"] == pytest.approx(mean_over_seeds(cost("w64h_drop5", "w64h_ref24")), abs=1e-12)
     change = lambda seed: cost("w64h_drop5", "w64h_ref24")(seed) - cost("w64_drop5", "w64_ref24")(seed)  # noqa: E731
     assert with_h5["hd_drop5"]["mean"] == pytest.approx(mean_over_seeds(change), abs=1e-12)
+
+    floor = {c["name"]: c for c in family_json["family_floor.json"]}
+    assert floor["f128"]["mean"] == pytest.approx(mean_over_seeds(cost("w128_dense", "w128_ref24")), abs=1e-12)
+    fd = lambda seed: cost("w128_dense", "w128_ref24")(seed) - cost("w64_dense", "w64_ref24")(seed)  # noqa: E731
+    assert floor["fd"]["mean"] == pytest.approx(mean_over_seeds(fd), abs=1e-12)
 
     gpu = {c["name"]: c for c in family_json["family_gpu.json"]}
     assert len(gpu) == 15

@@ -30,10 +30,12 @@ STUDY = os.path.dirname(os.path.abspath(__file__))
 SESSION_CPU_HOURS = 5.0   # plan.md: 2 slots x 2.5 usable hours
 ALLOTMENT = 20            # CPU sessions the plan was given
 RATIO_128_64 = 784 / 309  # plan.md: n_embd 128 over 64, AMD EPYC, two runs at a time, one thread each
-# (arm, width, iterations factor, runs the plan counts) in the plan's table order; the study arms' seeds are 14
-ARMS = (("T64", 64, 1, 69), ("T128", 128, 1, 57), ("S64", 64, 1, 70), ("S128", 128, 1, 56),
-        ("H", 64, 4, 32), ("H5", 64, 4, 8), ("A64", 64, 1, 56), ("A128", 128, 1, 42))
-CUT_ORDER = ("A128", "A64", "H5", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
+# (arm, width, iterations factor, runs the plan counts) in the plan's table order (amendment 2 put the noise floor,
+# F64 and F128, after the horizon); the study arms' seeds are 14
+ARMS = (("T64", 64, 1, 69), ("T128", 128, 1, 57), ("S64", 64, 1, 70), ("S128", 128, 1, 56), ("H", 64, 4, 32),
+        ("F64", 64, 1, 14), ("F128", 128, 1, 14), ("H5", 64, 4, 8), ("A64", 64, 1, 56), ("A128", 128, 1, 42))
+CUT_ORDER = ("A128", "A64", "H5", "F64", "F128", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
+PER_SEED = {"S64": len(design.CPU[64]), "S128": len(design.CPU[128]), "F64": 1, "F128": 1}  # runs a seed has in an arm
 RUN = re.compile(r"shakespeare_char_24comm-w(\d+)(h?)_([a-z0-9]+?)(_at24|_lr[0-9.e-]+)?-s(\d+)")
 
 
@@ -47,6 +49,8 @@ def arm_of(name, tuning):
         return f"T{width}"
     if horizon:
         return "H5" if setting == "drop5" else "H"
+    if setting == "dense":
+        return f"F{width}"
     return f"{'A' if suffix == '_at24' else 'S'}{width}"
 
 
@@ -93,7 +97,7 @@ def planned_runs(arm, width, planned, rates):
 
 
 def runnable_here(runs, label, rates):
-    """What a host of this class may run of the arms after the study. A seed's H, H5, A64 and A128 runs run in its
+    """What a host of this class may run of the arms after the study. A seed's H, F, H5, A64 and A128 runs run in its
     study runs' class (plan.md "Numerics classes and the host rule"), and the horizon's 8 seeds are the first 8 a
     host of their class reaches: (this class's whole study seeds, {arm: (seeds, runs left for them)})."""
     labels, done = {}, {}
@@ -105,7 +109,7 @@ def runnable_here(runs, label, rates):
     whole = sorted(s for s, found in labels.items() if found == {label} and nine(s))
     taken = {seed for arm, seed in done if arm == "H"}  # a horizon seed is committed whole
     horizon = sorted(taken & set(whole)) + [s for s in whole if s not in taken][:max(design.HORIZON_N - len(taken), 0)]
-    per_seed = {"H": len(design.HORIZON), "H5": len(design.HORIZON_LAST)}
+    per_seed = {"H": len(design.HORIZON), "F64": 1, "F128": 1, "H5": len(design.HORIZON_LAST)}
     for arm, width in (("A64", 64), ("A128", 128)):
         per_seed[arm] = planned_runs(arm, width, None, rates) // len(design.STUDY_SEEDS) if rates.get(str(width)) else None
     out = {}
@@ -137,9 +141,8 @@ def project(runs, label, rates, sessions_used):
         if need(kept) <= left_sessions:
             break
         if cut == "seeds 612-613":  # seeds are whole: their runs not yet done leave the study arms
-            per_seed = {"S64": len(design.CPU[64]), "S128": len(design.CPU[128])}
-            kept = [dict(r, cpu_h=max(r["left"] - (2 * per_seed[r["arm"]] - late.get(r["arm"], 0)), 0) * r["s"] / 3600)
-                    if r["arm"] in per_seed and r["s"] else r for r in kept]
+            kept = [dict(r, cpu_h=max(r["left"] - (2 * PER_SEED[r["arm"]] - late.get(r["arm"], 0)), 0) * r["s"] / 3600)
+                    if r["arm"] in PER_SEED and r["s"] else r for r in kept]
         else:
             kept = [r for r in kept if r["arm"] != cut]
         cuts.append(cut)
@@ -179,7 +182,7 @@ def main():
     whole, here = runnable_here(runs, args.label, rates)
     may_take = "; ".join(f"{arm} {'?' if n is None else n} ({', '.join(map(str, seeds)) or 'no seed'})"
                          for arm, (seeds, n) in here.items())
-    print(f"# this class's whole study seeds: {', '.join(map(str, whole)) or 'none'}; a seed's H, H5, A64 and A128 run "
+    print(f"# this class's whole study seeds: {', '.join(map(str, whole)) or 'none'}; a seed's H, F, H5, A64 and A128 run "
           f"only in its study runs' class (plan.md), so a host of this class may take: {may_take}")
     if not cuts:
         print("fits: nothing is cut")
