@@ -132,8 +132,9 @@ def fake_study_runs(runs, finals, commit, hosts, suffix="", extra=None):
         run.mkdir(parents=True)
         shutil.copy(os.path.join(template, "train.log"), run / "train.log")
         write = lambda name, content: (run / name).write_text(json.dumps(content))  # noqa: E731
-        write("config.json", {**config, **design.SETTINGS[setting], **design.shape(width),
-                              **design.rate(RATES[str(width)][setting]), **(extra or {}), "seed": seed})
+        own = design.rate(RATES[str(width)][setting]) if setting in RATES[str(width)] else {}  # else: extra's rate
+        write("config.json", {**config, **design.SETTINGS.get(setting, {}), **design.shape(width), **own,
+                              **(extra or {}), "seed": seed})
         write("run_info.json", {**info, "git_commit": commit, "checkout_commit": commit, "git_dirty": False,
                                 "numerics": {**info["numerics"], "host": hosts[seed]}})
         write("result.json", {**result, "id": run.name, "setting": f"w{width}{suffix}_{setting}", "seed": seed,
@@ -261,6 +262,60 @@ def test_the_horizon_by_the_plans_command_is_what_the_run_logs_give_and_renders(
         recompute_horizon(tmp_path, "runs")
 
 
+def recompute_floor(study, commit_runs):
+    """family_floor.json: f<W> is dense minus 24comm at width W, fd its change from 64 to 128, per seed."""
+    def terms(name):
+        return cost_terms("w128", "dense") + cost_terms("w64", "dense", -1) if name == "fd" else cost_terms(f"w{name[1:]}", "dense")
+    return recompute_family(study, commit_runs, "family_floor.json", terms)
+
+
+def test_the_noise_floor_by_the_plans_command_is_what_the_run_logs_give_and_is_read_beside_the_primary_family(analysed, monkeypatch):
+    """Amendment 2: dense at 24comm's rate on the fourteen fake seeds, the plan's command, the plain-loop recompute,
+    the floor's table with each row's largest per-seed |difference|, and which primary rows lie inside it (by hand
+    from the two files); then a floor that is not 0 is said to break the primary family's reading."""
+    import random
+    from bench.render import Study, ci, num, numbers, render_template
+    tmp_path, finals = analysed
+    hosts = {seed: "AMD EPYC" if seed < 613 else "Intel(R) Xeon(R) Processor @ 2.50GHz" for seed in design.STUDY_SEEDS}  # each seed's study class
+
+    def write_floor(offset):
+        for width in (64, 128):
+            dense = {(width, "dense", seed): finals[width, "ref24", seed] + offset + random.Random(f"f{width}{seed}").gauss(0, 0.004)
+                     for seed in design.STUDY_SEEDS}
+            for old in (tmp_path / "runs").glob(f"*-w{width}_dense-*"):
+                shutil.rmtree(old)
+            fake_study_runs(tmp_path / "runs", dense, "a" * 40, hosts,
+                            extra={"tp_size": 1, **design.rate(RATES[str(width)]["ref24"])})
+        argv = [a.replace("<P>", "a" * 40).replace("bench/studies/width_alone/", f"{tmp_path}/") for a in plan_command("family_floor.json")]
+        monkeypatch.setattr(sys, "argv", ["family", *argv])
+        family.main()
+        return {r["name"]: r for r in recompute_floor(tmp_path, "runs")}
+
+    floor = write_floor(0.0)
+    assert sorted(floor) == ["f128", "f64", "fd"] and all(r["n"] == 14 for r in floor.values())
+    assert not any(r["verdict"].startswith("resolved") for r in floor.values())
+    largest = {name: max(abs(v) for v in r["per_seed"].values()) for name, r in floor.items()}
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
+    assert f"| f128 | dense minus 24comm at n_embd 128 | 14 | {ci(floor['f128'])} | {num(largest['f128'])} |" in text
+    assert f"| fd | its change from n_embd 64 to 128 | 14 | {ci(floor['fd'])} | {num(largest['fd'])} |" in text
+    primary = json.load(open(tmp_path / "family_primary.json"))
+    bound = lambda name: largest["fd" if name.startswith("d_") else "f" + name[1:].split("_")[0]]  # noqa: E731
+    inside = [r["name"] for r in primary if -bound(r["name"]) <= r["ci_low"] and r["ci_high"] <= bound(r["name"])]
+    assert 0 < len(inside) < len(primary)  # the fake effects put some rows inside and some out
+    assert f"Inside the floor (a 95% interval within plus or minus the largest per-seed |floor| at its width; f64 for the c64 rows,\nf128 for c128, fd for the d rows): {', '.join(inside)}." in text
+    assert "is resolved from 0" not in text
+    data = numbers()
+    data["width_alone"] = Study(str(tmp_path))
+    row = next(line for line in render_template("bench/templates/readme_answers.md.j2", data=data).splitlines()
+               if "Does it hold as the model grows?" in line)
+    assert f"Noise floor (dense minus 24comm, same seed, plan amendment 2): 64 {ci(floor['f64'])}, 128 {ci(floor['f128'])} |" in row
+    floor = write_floor(0.05)  # dense ends 0.05 above 24comm at every seed: not the same function
+    assert floor["f64"]["verdict"].startswith("resolved") and floor["fd"]["verdict"] == "unresolved at this power"
+    text = render_template("bench/studies/width_alone/findings.md.j2", data={"width_alone": Study(str(tmp_path))})
+    assert "**The floor is resolved from 0 (f64, f128): dense and 24comm did not compute the same function here." in text
+    assert "Inside the floor" not in text and "only the width changes?** Not read: the noise floor above is resolved from 0." in text
+
+
 PRIMARY = [STUDY] if os.path.exists(os.path.join(STUDY, "family_primary.json")) else []
 
 
@@ -309,6 +364,7 @@ def test_the_first_screens_answer_from_the_primary_family_once_it_is_analysed(an
             assert f"at {w} {' and '.join(hits) if hits else 'no cost is resolved'}" in row
         assert "n_embd 64: ref24 0.02, drop1 0.02, drop5 0.01, half 0.02, ladder 0.005; n_embd 128: ref24 0.01" in row
         assert "scale" in row and "rate, progress and arithmetic" not in row and "per doubling" not in row
+        assert "Not yet set against a noise floor measured in these classes (plan amendment 2 adds one)" in row
     for template in ("bench/templates/readme_answers.md.j2", "bench/templates/results_answers.md.j2"):
         text = render_template(template, data=data)
         assert "unresolved as an effect of width" not in text.lower() and "not yet a variable" not in text
@@ -351,12 +407,14 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
     assert lines["S128"] == f"| S128 | 0 | 56 | {s128:.0f} | {56 * s128 / 3600:.1f} | {56 * s128 / 3600 / 5:.1f} |"
     assert lines["H5"] == f"| H5 | 1 | 7 | 2600 | {7 * 2600 / 3600:.1f} | {7 * 2600 / 3600 / 5:.1f} |"
     assert "18 of the plan's 20 CPU sessions left (2 used)" in out
-    total = (64 * 650 + 57 * s128 + 70 * 650 + 56 * s128 + 32 * 2600 + 7 * 2600 + 56 * 650 + 42 * s128) / 3600 / 5
+    assert lines["F128"] == f"| F128 | 0 | 14 | {s128:.0f} | {14 * s128 / 3600:.1f} | {14 * s128 / 3600 / 5:.1f} |"
+    total = (64 * 650 + 57 * s128 + 70 * 650 + 56 * s128 + 32 * 2600 + 14 * 650 + 14 * s128 + 7 * 2600 + 56 * 650
+             + 42 * s128) / 3600 / 5
     assert f"all arms: {total:.1f} sessions" in out
     primary = (64 * 650 + 57 * s128 + 70 * 650 + 56 * s128) / 3600 / 5
-    assert f"cut, in the plan's order: A128, A64, H5, H -> {primary:.1f} sessions" in out and "amended" not in out
+    assert f"cut, in the plan's order: A128, A64, H5, F64, F128, H -> {primary:.1f} sessions" in out and "amended" not in out
     rows, cuts, fits, need, left = budget.project(budget.committed_runs(str(tmp_path)), label, {}, 16)  # 4 sessions left
-    assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and not fits  # the primary arms stay: amend the plan
+    assert cuts == ["A128", "A64", "H5", "F64", "F128", "H", "seeds 612-613"] and not fits  # the primary arms stay
     assert need == pytest.approx((64 * 650 + 57 * s128 + (60 * 650 + 48 * s128)) / 3600 / 5)  # 612-613's 10 + 8 runs go
     # mid-study: seeds 600-611 whole at both widths, the rates chosen (ladder's and half's own at 128 differ from
     # 24comm's: the second reading at 128 is 2 x 14 runs); cutting seeds 612-613 then leaves nothing of S64 or S128
@@ -366,7 +424,7 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
     rows, cuts, fits, need, left = budget.project(runs, label, rates_chosen, 19)
     by_arm = {r["arm"]: r for r in rows}
     assert (by_arm["S64"]["left"], by_arm["S128"]["left"], by_arm["A128"]["left"], by_arm["T64"]["left"]) == (10, 8, 28, 0)
-    assert cuts == ["A128", "A64", "H5", "H", "seeds 612-613"] and fits and need == 0
+    assert cuts == ["A128", "A64", "H5", "F64", "F128", "H", "seeds 612-613"] and fits and need == 0
     runs = [r for r in runs if r[4] < 606] + [("S64", 64, label, 600.0, 612, False)] * 2 + [("S128", 128, label, 1800.0, 613, False)] * 4
     rows, cuts, fits, need, left = budget.project(runs, label, rates_chosen, 16)  # 612's and 613's runs done save nothing
     assert cuts[-1] == "seeds 612-613" and need == pytest.approx((30 * 600 + 24 * 1800) / 3600 / 5)
@@ -376,7 +434,7 @@ def test_the_budget_projects_the_arms_left_from_the_classs_own_run_times_and_cut
 
 
 def test_the_budget_says_which_seeds_a_host_of_its_class_may_take_for_the_arms_after_the_study():
-    """plan.md: a seed's H, H5, A64 and A128 runs run in its study runs' class, and the horizon's 8 seeds are the
+    """plan.md: a seed's H, F (amendment 2), H5, A64 and A128 runs run in its study runs' class, and the horizon's 8 seeds are the
     first 8 that a host of their class reaches. A seed counts once its nine study runs are in, all of the class."""
     from bench.studies.width_alone import budget
     x, y = "cpu X AVX2, float32", "cpu Y AVX512, float32"
@@ -393,6 +451,7 @@ def test_the_budget_says_which_seeds_a_host_of_its_class_may_take_for_the_arms_a
     assert whole == [600, 601, 612]
     assert here["H"] == ([600], len(design.HORIZON)) and here["H5"] == ([600], 1)  # 7 horizon seeds taken: one left
     assert here["A64"] == ([600, 601, 612], 5) and here["A128"] == ([600, 601, 612], 6)
+    assert here["F64"] == here["F128"] == ([600, 601, 612], 3)  # the noise floor (amendment 2): one run a seed a width
     runs += [("H", 64, x, 1.0, 600, False)] * len(design.HORIZON)  # the eighth: no more horizon seeds, 600's H5 stays
     whole, here = budget.runnable_here(runs, x, {"64": None, "128": None})
     assert here["H"] == ([], 0) and here["H5"] == ([600], 1) and here["A64"] == ([600, 601, 612], None)
