@@ -1,0 +1,146 @@
+"""Land a finished seed of one of the width-alone study's CPU arms (plan.md "Runs, session by session"): its runs'
+small files, copied from the worktree's sweep folder into the study's runs/ and, with --commit, committed. A seed
+lands whole or not at all, and only in the class of its study runs (plan.md "Numerics classes and the host rule").
+
+    cd /work/main && WIDTH_ALONE_STATE=$PWD/bench/studies/width_alone python -m bench.studies.width_alone.land \
+        bench/studies/width_alone/sweep_horizon_w64.py --from /work/wt-width-alone/runs --seeds 604 --commit
+
+Before anything is copied, every run the sweep plans for the seeds must have finished (result.json) and pass:
+- the plan's provenance rule (family.py's: P's commit, a clean checkout, its resumes recorded);
+- the sweep's own keys: config.json holds each key the sweep gives the run (its rate, width, iterations), as the
+  sweep plans it from the committed state now;
+- one class: the run's numerics class is the class of every study run of its seed already in runs/ (the seed's
+  first arm, the study itself, lands against nothing);
+- nothing overwritten: no run folder of that name is in runs/ yet.
+ckpt.pt stays behind. A refusal is one line naming the run and the rule, and copies nothing.
+"""
+
+if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
+    import _as_module  # noqa: F401
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from bench import sweep as sweeps
+from bench.studies.width_alone.family import provenance
+from bench.summary import class_label
+
+STUDY = os.path.dirname(os.path.abspath(__file__))
+KEPT = ("config.json", "metrics.jsonl", "result.json", "run_info.json", "train.log")  # all but ckpt.pt
+STUDY_RUN = "shakespeare_char_24comm-w{width}_{setting}-s{seed}"  # the study's own runs: no arm suffix
+
+
+class LandError(Exception):
+    pass
+
+
+def plan_commit(study=STUDY):
+    """P: the commit that added plan.md (plan.md "Status")."""
+    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "plan.md"], cwd=study,
+                         capture_output=True, text=True)
+    commits = out.stdout.split()
+    if out.returncode != 0 or not commits:
+        raise LandError(f"{study}/plan.md: no commit added it (is this a git checkout?)")
+    return commits[-1]
+
+
+def read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def study_classes(runs_dir, seed):
+    """The numerics classes of the seed's study runs already in runs/ (n_embd 64 and 128, no arm suffix)."""
+    found = set()
+    for info in glob.glob(os.path.join(runs_dir, f"shakespeare_char_24comm-w*_*-s{seed}", "run_info.json")):
+        name = os.path.basename(os.path.dirname(info))
+        setting = name.split("-")[1]  # w64_ref24, w64h_ref24, w64_dense, w64_ladder_at24
+        width, _, rest = setting.partition("_")
+        if width[1:].isdigit() and "_" not in rest and rest != "dense":
+            found.add(class_label(read(info)))
+    return found
+
+
+def check(sweep, planned, source, runs_dir, commits):
+    """The runs of `planned` (bench.sweep.plan's records) that may land: [(run, its folder in source, its class,
+    whether the seed had study runs to match)], or a LandError naming the first that may not."""
+    out = []
+    for run in planned:
+        folder = os.path.join(source, sweep["name"], run["id"])
+        if not os.path.exists(os.path.join(folder, "result.json")):
+            raise LandError(f"seed {run['seed']} is not whole: {folder} has no result.json (a seed lands whole or not at all)")
+        broken = provenance({"_dir": folder}, commits)
+        if broken:
+            raise LandError(f"{folder}: {'; '.join(broken)} (plan.md \"Provenance\"): delete it and rerun it")
+        config = read(os.path.join(folder, "config.json"))
+        wanted = {**sweep["common"], **sweep["settings"][run["setting"]], "seed": run["seed"]}
+        differ = [k for k, v in wanted.items() if config.get(k) != v]
+        if differ:
+            raise LandError(f"{folder}: config.json's {', '.join(differ)} not what {sweep['name']} plans now "
+                            f"({', '.join(f'{k}={wanted[k]!r}' for k in differ)})")
+        label = class_label(read(os.path.join(folder, "run_info.json")))
+        classes = study_classes(runs_dir, run["seed"])
+        if classes and classes != {label}:
+            raise LandError(f"{folder} ran in {label}, not the class of seed {run['seed']}'s study runs "
+                            f"({', '.join(sorted(classes))}): it pairs with none of them")
+        if os.path.exists(os.path.join(runs_dir, run["id"])):
+            raise LandError(f"{os.path.join(runs_dir, run['id'])} exists already: nothing is overwritten")
+        out.append((run, folder, label, bool(classes)))
+    for seed in {run["seed"] for run, *_ in out}:  # the study arm lands against nothing: its own runs agree
+        labels = sorted({label for run, _, label, _ in out if run["seed"] == seed})
+        if len(labels) > 1:
+            raise LandError(f"seed {seed}'s runs ran in {len(labels)} classes ({'; '.join(labels)}): a seed runs in one class")
+    return out
+
+
+def land(landing, runs_dir):
+    """Copy the runs' small files into runs_dir; the folders written."""
+    written = []
+    for run, folder, *_ in landing:
+        target = os.path.join(runs_dir, run["id"])
+        os.makedirs(target)
+        for name in KEPT:
+            if os.path.exists(os.path.join(folder, name)):
+                shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+        written.append(target)
+    return written
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("sweep", help="the arm's sweep file (bench/studies/width_alone/sweep_*.py)")
+    parser.add_argument("--from", dest="source", required=True, help="the worktree's runs/ folder, whose <sweep name>/ holds the runs")
+    parser.add_argument("--seeds", required=True, help="the seeds to land, each whole: 604 or 604-605")
+    parser.add_argument("--runs", default=os.path.join(STUDY, "runs"), help="where the study's runs are committed")
+    parser.add_argument("--commit", action="store_true", help="git add and commit what landed, one commit")
+    args = parser.parse_args()
+    sweep = sweeps.load_sweep(args.sweep)
+    planned = sweeps.only_seeds(sweeps.plan(sweep, args.source), args.seeds, sweep)
+    try:
+        p = plan_commit()
+        landing = check(sweep, planned, args.source, args.runs, [p])
+    except LandError as e:
+        sys.exit(f"error: {e}")
+    written = land(landing, args.runs)
+    seeds = sorted({run["seed"] for run, *_ in landing})
+    settings = list(dict.fromkeys(run["setting"] for run, *_ in landing))
+    labels = sorted({label for _, _, label, _ in landing})
+    matched = ", the class of each seed's study runs" if all(m for *_, m in landing) else ""
+    message = (f"width_alone {sweep['name']}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} whole, "
+               f"{len(written)} runs ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
+    for path in written:
+        print(f"landed {path}")
+    if args.commit:
+        subprocess.run(["git", "add", "--", *written], cwd=STUDY, check=True)
+        subprocess.run(["git", "commit", "-q", "-m", message], cwd=STUDY, check=True)
+        print(f"committed: {message}")
+    print("next: python -m bench.render, and commit findings.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""bench/studies/width_alone/land.py: a seed of an arm lands whole, in its study runs' class, from P's clean tree,
+as its sweep plans it, over nothing, without ckpt.pt; anything else is refused in one line and copies nothing.
+Fake runs built from the sweep's own plan: no training run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench import sweep as sweeps
+from bench.studies.width_alone import design, land
+from conftest import ROOT
+
+STUDY = os.path.join(ROOT, "bench", "studies", "width_alone")
+P = land.plan_commit()
+RATES = {"64": {"ref24": 0.02, "drop1": 0.02, "drop5": 0.02, "half": 0.02, "ladder": 0.01},
+         "128": {"ref24": 0.01, "drop1": 0.01, "half": 0.01, "ladder": 0.005}}
+INTEL = {"device": "cpu", "host": "Intel(R) Xeon(R) Processor", "cpu_capability": "AVX512", "dtype": "float32",
+         "tf32": False, "deterministic": False}
+AMD = {**INTEL, "host": "AMD EPYC", "cpu_capability": "AVX2"}
+
+
+@pytest.fixture
+def arm(tmp_path, monkeypatch):
+    """The horizon sweep at fake chosen rates; a worktree's runs/ and the study's runs/ under tmp_path."""
+    (tmp_path / "chosen_rates.json").write_text(json.dumps(RATES))
+    monkeypatch.setattr(design, "STATE", str(tmp_path))
+    monkeypatch.setenv("WIDTH_ALONE_UNCOMMITTED", "1")
+    sweep = sweeps.load_sweep(os.path.join(STUDY, "sweep_horizon_w64.py"))
+    (tmp_path / "runs").mkdir()
+    return sweep, tmp_path / "wt" / "runs", tmp_path / "runs"
+
+
+def finish(sweep, source, seed, numerics=INTEL, commit=P, dirty=False, keys=None):
+    """Every run the sweep plans for the seed, as bench.sweep leaves it (ckpt.pt too); keys override the config."""
+    planned = [r for r in sweeps.plan(sweep, str(source)) if r["seed"] == seed]
+    for run in planned:
+        d = source / sweep["name"] / run["id"]
+        d.mkdir(parents=True)
+        config = {"n_layer": 12, **sweep["common"], **sweep["settings"][run["setting"]], "seed": seed, **(keys or {})}
+        (d / "config.json").write_text(json.dumps(config))
+        (d / "run_info.json").write_text(json.dumps({"git_commit": commit, "git_dirty": dirty, "numerics": numerics}))
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"iter": i, "val_loss": 2.0, "time_s": float(i)}) + "\n"
+                                                 for i in (0, 300, 2400)))
+        (d / "result.json").write_text(json.dumps({"final": {"val_loss": 2.0, "time_s": 2400.0}}))
+        (d / "train.log").write_text("log\n")
+        (d / "ckpt.pt").write_bytes(b"weights")
+    return planned
+
+
+def study_run(runs, seed, numerics=INTEL, setting="w64_ref24"):
+    d = runs / f"shakespeare_char_24comm-{setting}-s{seed}"
+    d.mkdir()
+    (d / "run_info.json").write_text(json.dumps({"numerics": numerics}))
+
+
+def test_a_whole_seed_lands_in_its_study_runs_class_without_its_checkpoints(arm):
+    sweep, source, runs = arm
+    planned = finish(sweep, source, 604)
+    study_run(runs, 604), study_run(runs, 604, setting="w128_half")
+    study_run(runs, 604, AMD, setting="w64_ladder_at24")  # another arm's run of the seed: not what the class is read from
+    landing = land.check(sweep, planned, str(source), str(runs), [P])
+    written = land.land(landing, str(runs))
+    assert [os.path.basename(w) for w in written] == [r["id"] for r in planned] and len(written) == len(design.HORIZON)
+    for path in written:
+        assert sorted(os.listdir(path)) == sorted(land.KEPT)  # ckpt.pt stayed behind
+    with pytest.raises(land.LandError, match="exists already: nothing is overwritten"):
+        land.check(sweep, planned, str(source), str(runs), [P])
+
+
+@pytest.mark.parametrize("case, match", [
+    ("unfinished", "seed 604 is not whole: .*w64h_half-s604 has no result.json"),
+    ("other class", r"ran in cpu AMD EPYC AVX2, float32, not the class of seed 604's study runs \(cpu Intel"),
+    ("dirty", r"its checkout was not recorded clean \(git_dirty True\) .*delete it and rerun it"),
+    ("another commit", "commit 8d2508d00000 is not the plan's"),
+    ("another rate", r"config.json's learning_rate, min_lr not what width_alone_horizon_w64 plans now \(learning_rate=0.02"),
+])
+def test_a_seed_that_may_not_land_is_refused_in_one_line_and_nothing_is_copied(arm, case, match):
+    sweep, source, runs = arm
+    study_run(runs, 604)
+    planned = finish(sweep, source, 604, numerics=AMD if case == "other class" else INTEL, dirty=case == "dirty",
+                     commit="8d2508d" + "0" * 33 if case == "another commit" else P,
+                     keys={"learning_rate": 0.04, "min_lr": 0.004} if case == "another rate" else None)
+    if case == "unfinished":
+        os.remove(source / sweep["name"] / "shakespeare_char_24comm-w64h_half-s604" / "result.json")
+    with pytest.raises(land.LandError, match=match):
+        land.check(sweep, planned, str(source), str(runs), [P])
+    assert sorted(os.listdir(runs)) == ["shakespeare_char_24comm-w64_ref24-s604"]
+
+
+def test_the_study_arm_lands_against_nothing_but_its_own_runs_agree_on_one_class(arm):
+    sweep, source, runs = arm
+    sweep = {**sweep, "name": "width_alone_study"}  # a seed's first arm: no study run of it is in runs/ yet
+    planned = finish(sweep, source, 606)
+    (source / sweep["name"] / planned[-1]["id"] / "run_info.json").write_text(
+        json.dumps({"git_commit": P, "git_dirty": False, "numerics": AMD}))
+    with pytest.raises(land.LandError, match=r"seed 606's runs ran in 2 classes"):
+        land.check(sweep, planned, str(source), str(runs), [P])
+
+
+def test_the_command_lands_the_seeds_it_names_and_says_what_to_commit(arm, tmp_path):
+    sweep, source, runs = arm
+    finish(sweep, source, 604), finish(sweep, source, 605)
+    study_run(runs, 604), study_run(runs, 605)
+    env = {**os.environ, "WIDTH_ALONE_STATE": str(tmp_path)}
+    command = [sys.executable, "-m", "bench.studies.width_alone.land", os.path.join(STUDY, "sweep_horizon_w64.py"),
+               "--from", str(source), "--runs", str(runs), "--seeds"]
+    done = subprocess.run(command + ["604"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(runs)) == sorted([f"shakespeare_char_24comm-w64_ref24-s{s}" for s in (604, 605)]
+                                              + [f"shakespeare_char_24comm-w64h_{s}-s604" for s in design.HORIZON])
+    refused = subprocess.run(command + ["604-605"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0 and "exists already" in refused.stderr
