@@ -111,5 +111,7 @@ def test_the_command_lands_the_seeds_it_names_and_says_what_to_commit(arm, tmp_p
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(runs)) == sorted([f"shakespeare_char_24comm-w64_ref24-s{s}" for s in (604, 605)]
                                               + [f"shakespeare_char_24comm-w64h_{s}-s604" for s in design.HORIZON])
+    waited = subprocess.run(command + ["605", "--wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert waited.returncode == 0 and "w64h_ladder-s605" in waited.stdout  # whole already: it waits for nothing
     refused = subprocess.run(command + ["604-605"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0 and "exists already" in refused.stderr

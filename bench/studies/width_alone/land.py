@@ -4,6 +4,7 @@ lands whole or not at all, and only in the class of its study runs (plan.md "Num
 
     cd /work/main && WIDTH_ALONE_STATE=$PWD/bench/studies/width_alone python -m bench.studies.width_alone.land \
         bench/studies/width_alone/sweep_horizon_w64.py --from /work/wt-width-alone/runs --seeds 604 --commit
+    (--wait: beside a running sweep, land the seed once its last run ends)
 
 Before anything is copied, every run the sweep plans for the seeds must have finished (result.json) and pass:
 - the plan's provenance rule (family.py's: P's commit, a clean checkout, its resumes recorded);
@@ -25,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from bench import sweep as sweeps
 from bench.studies.width_alone.family import provenance
@@ -118,9 +120,14 @@ def main():
     parser.add_argument("--seeds", required=True, help="the seeds to land, each whole: 604 or 604-605")
     parser.add_argument("--runs", default=os.path.join(STUDY, "runs"), help="where the study's runs are committed")
     parser.add_argument("--commit", action="store_true", help="git add and commit what landed, one commit")
+    parser.add_argument("--wait", action="store_true", help="first wait until every run of the seeds has result.json "
+                        "(bench.sweep writes it when train.py ends), checking every minute")
     args = parser.parse_args()
     sweep = sweeps.load_sweep(args.sweep)
     planned = sweeps.only_seeds(sweeps.plan(sweep, args.source), args.seeds, sweep)
+    result = lambda run: os.path.join(args.source, sweep["name"], run["id"], "result.json")  # noqa: E731
+    while args.wait and not all(os.path.exists(result(run)) for run in planned):
+        time.sleep(60)
     try:
         p = plan_commit()
         landing = check(sweep, planned, args.source, args.runs, [p])
