@@ -452,6 +452,11 @@ def test_the_budget_says_which_seeds_a_host_of_its_class_may_take_for_the_arms_a
     assert here["H"] == ([600], len(design.HORIZON)) and here["H5"] == ([600], 1)  # 7 horizon seeds taken: one left
     assert here["A64"] == ([600, 601, 612], 5) and here["A128"] == ([600, 601, 612], 6)
     assert here["F64"] == here["F128"] == ([600, 601, 612], 3)  # the noise floor (amendment 2): one run a seed a width
+    assert budget.next_sweep(here, "/s").endswith("python -m bench.sweep bench/studies/width_alone/sweep_horizon_w64.py "
+                                                   "--slots 2 --threads 1 --no_summary --seeds 600")  # H first
+    floor_next = budget.next_sweep({**here, "H": ([], 0)}, "/s")
+    assert "WIDTH_ALONE_STATE=/s python -m bench.sweep /s/sweep_floor.py" in floor_next and floor_next.endswith("--seeds 600-601,612")
+    assert budget.next_sweep({arm: ([], 0) for arm in here}) is None
     runs += [("H", 64, x, 1.0, 600, False)] * len(design.HORIZON)  # the eighth: no more horizon seeds, 600's H5 stays
     whole, here = budget.runnable_here(runs, x, {"64": None, "128": None})
     assert here["H"] == ([], 0) and here["H5"] == ([600], 1) and here["A64"] == ([600, 601, 612], None)

@@ -10,7 +10,8 @@ committed 600-iteration runs (tuning and study) that were not resumed. A width t
 by the plan's measured ratio (n_embd 128 / 64 on AMD EPYC: 784 / 309 s); a horizon run is 4x the class's 600-iteration
 time at 64 until horizon runs of the class are in. A session is 2.5 usable hours at two slots: 5 CPU-hours.
 The projection prices every run left at this class's times; a last line says which of them a host of this class may
-take at all: a seed's horizon and second-reading runs run only in its study runs' class (plan.md).
+take at all: a seed's horizon, floor and second-reading runs run only in its study runs' class (plan.md), and the
+next line the sweep command a host of this class runs next (the first arm in the table's order with runs left).
 """
 
 if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
@@ -36,6 +37,10 @@ ARMS = (("T64", 64, 1, 69), ("T128", 128, 1, 57), ("S64", 64, 1, 70), ("S128", 1
         ("F64", 64, 1, 14), ("F128", 128, 1, 14), ("H5", 64, 4, 8), ("A64", 64, 1, 56), ("A128", 128, 1, 42))
 CUT_ORDER = ("A128", "A64", "H5", "F64", "F128", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
 PER_SEED = {"S64": len(design.CPU[64]), "S128": len(design.CPU[128]), "F64": 1, "F128": 1}  # runs a seed has in an arm
+# each arm after the study: its sweep file (amendment 2's floor is run by its path in the main checkout)
+SWEEPS = {"H": "sweep_horizon_w64.py", "F64": "sweep_floor.py", "F128": "sweep_floor.py",
+          "H5": "sweep_horizon_w64_drop5.py", "A64": "sweep_at24_w64.py", "A128": "sweep_at24_w128.py"}
+WORKTREE = "/work/wt-width-alone"  # plan.md "Provenance"
 RUN = re.compile(r"shakespeare_char_24comm-w(\d+)(h?)_([a-z0-9]+?)(_at24|_lr[0-9.e-]+)?-s(\d+)")
 
 
@@ -119,6 +124,20 @@ def runnable_here(runs, label, rates):
     return whole, out
 
 
+def next_sweep(here, study=STUDY):
+    """The command a host of this class runs next: the first arm, in the table's order, with runs left for its
+    seeds (runnable_here's), or None."""
+    from bench.render import seeds as seed_ranges
+    for arm, *_ in ARMS:
+        seeds, left = here.get(arm, ([], 0))
+        if seeds and left:
+            name = SWEEPS[arm]
+            path = os.path.join(study, name) if name == "sweep_floor.py" else f"bench/studies/width_alone/{name}"
+            return (f"cd {WORKTREE} && WIDTH_ALONE_STATE={study} python -m bench.sweep {path} --slots 2 --threads 1 "
+                    f"--no_summary --seeds {seed_ranges(seeds).replace(' ', '')}")
+    return None
+
+
 def project(runs, label, rates, sessions_used):
     """The plan's table for the remaining runs, and the cuts it needs: (rows, cuts, fits, sessions needed after the
     cuts, sessions left). rates: chosen_rates.json ({width: {setting: rate} or null})."""
@@ -184,6 +203,8 @@ def main():
                          for arm, (seeds, n) in here.items())
     print(f"# this class's whole study seeds: {', '.join(map(str, whole)) or 'none'}; a seed's H, F, H5, A64 and A128 run "
           f"only in its study runs' class (plan.md), so a host of this class may take: {may_take}")
+    idle = "nothing: its seeds' arms are done" if whole else "nothing: no study seed's runs are of this class"
+    print(f"next for this class: {next_sweep(here) or idle}")
     if not cuts:
         print("fits: nothing is cut")
     else:
