@@ -115,3 +115,8 @@ def test_the_command_lands_the_seeds_it_names_and_says_what_to_commit(arm, tmp_p
     assert waited.returncode == 0 and "w64h_ladder-s605" in waited.stdout  # whole already: it waits for nothing
     refused = subprocess.run(command + ["604-605"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0 and "exists already" in refused.stderr
+    # --commit commits into the study's checkout only: runs landed outside it are said to be uncommitted, in one line
+    finish(sweep, source, 606), study_run(runs, 606)
+    outside = subprocess.run(command + ["606", "--commit"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert outside.returncode == 1 and outside.stderr.startswith("error: landed but not committed: `git add --` failed")
+    assert outside.stderr.strip().count("\n") == 0 and os.path.isdir(runs / "shakespeare_char_24comm-w64h_ref24-s606")

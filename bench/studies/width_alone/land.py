@@ -142,9 +142,12 @@ def main():
                f"{len(written)} runs ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
     for path in written:
         print(f"landed {path}")
-    if args.commit:
-        subprocess.run(["git", "add", "--", *written], cwd=STUDY, check=True)
-        subprocess.run(["git", "commit", "-q", "-m", message], cwd=STUDY, check=True)
+    if args.commit:  # only these folders, whatever else is staged
+        for step in (["git", "add", "--", *written], ["git", "commit", "-q", "-m", message, "--", *written]):
+            done = subprocess.run(step, cwd=STUDY, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"error: landed but not committed: `{' '.join(step[:3])}` failed: "
+                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
         print(f"committed: {message}")
     print("next: python -m bench.render, and commit findings.md")
 
