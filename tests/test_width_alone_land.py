@@ -115,8 +115,36 @@ def test_the_command_lands_the_seeds_it_names_and_says_what_to_commit(arm, tmp_p
     assert waited.returncode == 0 and "w64h_ladder-s605" in waited.stdout  # whole already: it waits for nothing
     refused = subprocess.run(command + ["604-605"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0 and "exists already" in refused.stderr
-    # --commit commits into the study's checkout only: runs landed outside it are said to be uncommitted, in one line
+    # --commit: runs landed outside a git checkout are said to be uncommitted, in one line
     finish(sweep, source, 606), study_run(runs, 606)
     outside = subprocess.run(command + ["606", "--commit"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert outside.returncode == 1 and outside.stderr.startswith("error: landed but not committed: `git add --` failed")
     assert outside.stderr.strip().count("\n") == 0 and os.path.isdir(runs / "shakespeare_char_24comm-w64h_ref24-s606")
+
+
+def test_the_floor_lands_by_its_path_and_commits_only_its_own_folders_in_the_checkout_that_holds_them(arm, tmp_path):
+    """Amendment 2's sweep (run by its main-checkout path): a seed's two floor runs land in its study runs' class,
+    the seed's other dense or arm runs not counted as its study runs; --commit makes one commit of the two folders in
+    the runs' own checkout, leaving what else is staged; an arm whose seed has no study run landed is refused."""
+    _, source, runs = arm
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=runs,  # noqa: E731
+                                    check=True, capture_output=True, text=True).stdout
+    git("init", "-q"), git("config", "user.name", "t"), git("config", "user.email", "t@t")
+    study_run(runs, 604), study_run(runs, 604, AMD, setting="w64h_ref24")
+    (runs / "staged.txt").write_text("x"), git("add", "staged.txt")
+    floor = sweeps.load_sweep(os.path.join(STUDY, "sweep_floor.py"))
+    finish(floor, source, 604)
+    command = [sys.executable, "-m", "bench.studies.width_alone.land", os.path.join(STUDY, "sweep_floor.py"),
+               "--from", str(source), "--runs", str(runs), "--seeds"]
+    env = {**os.environ, "WIDTH_ALONE_STATE": str(tmp_path)}
+    done = subprocess.run(command + ["604", "--commit"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert git("log", "--format=%s").strip() == (f"width_alone width_alone_floor: seed 604 whole, 2 runs (w64_dense, "
+                                                 f"w128_dense), from the worktree at P={P[:7]}, cpu Intel(R) Xeon(R) "
+                                                 "Processor AVX512, float32, the class of each seed's study runs")
+    assert sorted(git("show", "--name-only", "--format=", "HEAD").split()) == sorted(
+        f"shakespeare_char_24comm-w{w}_dense-s604/{name}" for w in (64, 128) for name in land.KEPT)
+    assert git("diff", "--cached", "--name-only").split() == ["staged.txt"]  # staged before: still only staged
+    finish(floor, source, 605)
+    alone = subprocess.run(command + ["605"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert alone.returncode == 1 and "seed 605 has no study run in" in alone.stderr

@@ -34,7 +34,8 @@ from bench.summary import class_label
 
 STUDY = os.path.dirname(os.path.abspath(__file__))
 KEPT = ("config.json", "metrics.jsonl", "result.json", "run_info.json", "train.log")  # all but ckpt.pt
-STUDY_RUN = "shakespeare_char_24comm-w{width}_{setting}-s{seed}"  # the study's own runs: no arm suffix
+STUDY_SWEEP = "width_alone_study"  # the one arm that lands with no study run of its seed to match
+STALLED_S = 1800  # --wait gives up when no run of the sweep has written its train.log for this long
 
 
 class LandError(Exception):
@@ -87,6 +88,9 @@ def check(sweep, planned, source, runs_dir, commits):
                             f"({', '.join(f'{k}={wanted[k]!r}' for k in differ)})")
         label = class_label(read(os.path.join(folder, "run_info.json")))
         classes = study_classes(runs_dir, run["seed"])
+        if not classes and sweep["name"] != STUDY_SWEEP:
+            raise LandError(f"seed {run['seed']} has no study run in {runs_dir}: {sweep['name']}'s runs pair with its "
+                            f"study runs, which land first (their class is the one these must match)")
         if classes and classes != {label}:
             raise LandError(f"{folder} ran in {label}, not the class of seed {run['seed']}'s study runs "
                             f"({', '.join(sorted(classes))}): it pairs with none of them")
@@ -126,7 +130,12 @@ def main():
     sweep = sweeps.load_sweep(args.sweep)
     planned = sweeps.only_seeds(sweeps.plan(sweep, args.source), args.seeds, sweep)
     result = lambda run: os.path.join(args.source, sweep["name"], run["id"], "result.json")  # noqa: E731
+    started = time.time()  # a sweep launched beside this has had no time to log yet
     while args.wait and not all(os.path.exists(result(run)) for run in planned):
+        logs = glob.glob(os.path.join(args.source, sweep["name"], "*", "train.log"))
+        if time.time() - max(map(os.path.getmtime, logs), default=started) > STALLED_S:
+            sys.exit(f"error: no run of {sweep['name']} has written its train.log for {STALLED_S // 60} minutes and "
+                     f"seeds {args.seeds} are not whole: is the sweep running? (a failed run writes no result.json)")
         time.sleep(60)
     try:
         p = plan_commit()
@@ -142,9 +151,9 @@ def main():
                f"{len(written)} runs ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
     for path in written:
         print(f"landed {path}")
-    if args.commit:  # only these folders, whatever else is staged
+    if args.commit:  # only these folders, whatever else is staged, in the checkout that holds them
         for step in (["git", "add", "--", *written], ["git", "commit", "-q", "-m", message, "--", *written]):
-            done = subprocess.run(step, cwd=STUDY, capture_output=True, text=True)
+            done = subprocess.run(step, cwd=args.runs, capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"error: landed but not committed: `{' '.join(step[:3])}` failed: "
                          f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
