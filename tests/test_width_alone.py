@@ -137,6 +137,30 @@ def test_each_sweep_file_plans_its_arm_at_the_chosen_rates_and_refuses_before_th
     assert floor["seeds"] == list(range(600, 614)) and floor["common"] == study["common"]
 
 
+def test_the_floor_sweep_plans_under_the_plans_own_code(tmp_path):
+    """Amendment 2: sweep_floor.py came after P and runs from P's worktree, so P's bench.sweep and design.py (its
+    .py files from `git archive`) must plan it, at 24comm's chosen rates."""
+    from bench.studies.width_alone import land
+    tree, state = tmp_path / "p", tmp_path / "state"
+    tree.mkdir(), state.mkdir()
+    (state / "chosen_rates.json").write_text(json.dumps(RATES))
+    archive = subprocess.run(["git", "archive", land.plan_commit(), "--", "*.py"], cwd=ROOT, capture_output=True, check=True)
+    tarfile.open(fileobj=__import__("io").BytesIO(archive.stdout)).extractall(tree, filter="data")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(WIDTH_ALONE_STATE=str(state), WIDTH_ALONE_UNCOMMITTED="1")
+    code = ("import json, sys; from bench import sweep; from bench.studies.width_alone import design; "
+            "s = sweep.load_sweep(sys.argv[1]); runs = sweep.plan(s, 'out'); "  # plan: P's configurator checks each run
+            "print(json.dumps(dict(settings=s['settings'], ids=[r['id'] for r in runs[:2]], design=design.__file__)))")
+    done = subprocess.run([sys.executable, "-c", code, os.path.join(STUDY, "sweep_floor.py")], cwd=tree, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    planned = json.loads(done.stdout)
+    assert planned["design"].startswith(str(tree))  # P's design.py, not this checkout's
+    assert planned["ids"] == ["shakespeare_char_24comm-w64_dense-s600", "shakespeare_char_24comm-w128_dense-s600"]
+    assert planned["settings"] == {f"w{w}_dense": {"tp_size": 1, "n_embd": w, "n_head": w // 16, "learning_rate": lr,
+                                                   "min_lr": lr / 10} for w, lr in ((64, 0.02), (128, 0.01))}
+
+
 def test_a_state_file_with_uncommitted_changes_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("WIDTH_ALONE_UNCOMMITTED", raising=False)
     git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731

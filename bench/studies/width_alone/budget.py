@@ -35,7 +35,8 @@ RATIO_128_64 = 784 / 309  # plan.md: n_embd 128 over 64, AMD EPYC, two runs at a
 # F64 and F128, after the horizon); the study arms' seeds are 14
 ARMS = (("T64", 64, 1, 69), ("T128", 128, 1, 57), ("S64", 64, 1, 70), ("S128", 128, 1, 56), ("H", 64, 4, 32),
         ("F64", 64, 1, 14), ("F128", 128, 1, 14), ("H5", 64, 4, 8), ("A64", 64, 1, 56), ("A128", 128, 1, 42))
-CUT_ORDER = ("A128", "A64", "H5", "F64", "F128", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
+CUT_ORDER = ("A128", "A64", "H5", "F", "H", "seeds 612-613")  # plan.md: first first; nothing else is cut
+CUT_UNITS = {"F": ("F64", "F128")}  # one sweep runs a seed's floor at both widths, and fd needs both: cut together
 PER_SEED = {"S64": len(design.CPU[64]), "S128": len(design.CPU[128]), "F64": 1, "F128": 1}  # runs a seed has in an arm
 # each arm after the study: its sweep file (amendment 2's floor is run by its path in the main checkout)
 SWEEPS = {"H": "sweep_horizon_w64.py", "F64": "sweep_floor.py", "F128": "sweep_floor.py",
@@ -163,7 +164,7 @@ def project(runs, label, rates, sessions_used):
             kept = [dict(r, cpu_h=max(r["left"] - (2 * PER_SEED[r["arm"]] - late.get(r["arm"], 0)), 0) * r["s"] / 3600)
                     if r["arm"] in PER_SEED and r["s"] else r for r in kept]
         else:
-            kept = [r for r in kept if r["arm"] != cut]
+            kept = [r for r in kept if r["arm"] not in CUT_UNITS.get(cut, (cut,))]
         cuts.append(cut)
     return rows, cuts, need(kept) <= left_sessions, need(kept), left_sessions
 
