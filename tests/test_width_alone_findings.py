@@ -308,6 +308,7 @@ def test_the_noise_floor_by_the_plans_command_is_what_the_run_logs_give_and_is_r
             f"f64 for the c64 rows, f128 for c128, fd for the d rows): {', '.join(inside)}.") in text
     assert unresolved and f"Unresolved and inside, so each one's mean cost is within this\nhost's noise (not \"no effect\"): {', '.join(unresolved)}." in text
     assert "is resolved from 0" not in text
+    assert "and 154 runs in the study's run folder committed (126 study, 28 noise floor).**" in text  # 14 x 9 and 14 x 2
     data = numbers()
     data["width_alone"] = Study(str(tmp_path))
     row = next(line for line in render_template("bench/templates/readme_answers.md.j2", data=data).splitlines()
