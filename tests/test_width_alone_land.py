@@ -148,3 +148,16 @@ def test_the_floor_lands_by_its_path_and_commits_only_its_own_folders_in_the_che
     finish(floor, source, 605)
     alone = subprocess.run(command + ["605"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert alone.returncode == 1 and "seed 605 has no study run in" in alone.stderr
+
+
+def test_wait_stops_in_one_line_when_the_sweep_has_logged_nothing_for_too_long(arm, monkeypatch):
+    sweep, source, runs = arm
+    finish(sweep, source, 604), study_run(runs, 604)
+    os.remove(source / sweep["name"] / "shakespeare_char_24comm-w64h_half-s604" / "result.json")  # never ends
+    monkeypatch.setattr(land, "STALLED_S", -1)  # every log is older than that: the sweep is taken for stopped
+    monkeypatch.setattr(land.time, "sleep", lambda s: pytest.fail("waited although the sweep had stopped"))
+    monkeypatch.setattr(sys, "argv", ["land", os.path.join(STUDY, "sweep_horizon_w64.py"), "--from", str(source),
+                                      "--runs", str(runs), "--seeds", "604", "--wait"])
+    with pytest.raises(SystemExit, match=r"no run of width_alone_horizon_w64 has written its train.log for .* minutes"):
+        land.main()
+    assert sorted(os.listdir(runs)) == ["shakespeare_char_24comm-w64_ref24-s604"]  # nothing landed
