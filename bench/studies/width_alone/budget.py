@@ -115,7 +115,7 @@ def runnable_here(runs, label, rates):
     whole = sorted(s for s, found in labels.items() if found == {label} and nine(s))
     taken = {seed for arm, seed in done if arm == "H"}  # a horizon seed is committed whole
     horizon = sorted(taken & set(whole)) + [s for s in whole if s not in taken][:max(design.HORIZON_N - len(taken), 0)]
-    per_seed = {"H": len(design.HORIZON), "F64": 1, "F128": 1, "H5": len(design.HORIZON_LAST)}
+    per_seed = {"H": len(design.HORIZON), "F64": PER_SEED["F64"], "F128": PER_SEED["F128"], "H5": len(design.HORIZON_LAST)}
     for arm, width in (("A64", 64), ("A128", 128)):
         per_seed[arm] = planned_runs(arm, width, None, rates) // len(design.STUDY_SEEDS) if rates.get(str(width)) else None
     out = {}

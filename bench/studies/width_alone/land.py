@@ -29,6 +29,7 @@ import sys
 import time
 
 from bench import sweep as sweeps
+from bench.studies.width_alone.budget import arm_of
 from bench.studies.width_alone.family import provenance
 from bench.summary import class_label
 
@@ -58,13 +59,11 @@ def read(path):
 
 
 def study_classes(runs_dir, seed):
-    """The numerics classes of the seed's study runs already in runs/ (n_embd 64 and 128, no arm suffix)."""
+    """The numerics classes of the seed's study runs already in runs/ (budget.arm_of's S64 and S128: not a horizon,
+    floor or second-reading run)."""
     found = set()
-    for info in glob.glob(os.path.join(runs_dir, f"shakespeare_char_24comm-w*_*-s{seed}", "run_info.json")):
-        name = os.path.basename(os.path.dirname(info))
-        setting = name.split("-")[1]  # w64_ref24, w64h_ref24, w64_dense, w64_ladder_at24
-        width, _, rest = setting.partition("_")
-        if width[1:].isdigit() and "_" not in rest and rest != "dense":
+    for info in glob.glob(os.path.join(runs_dir, f"shakespeare_char_24comm-w*-s{seed}", "run_info.json")):
+        if arm_of(os.path.basename(os.path.dirname(info)), tuning=False) in ("S64", "S128"):
             found.add(class_label(read(info)))
     return found
 
