@@ -13,6 +13,8 @@ Before anything is copied, every run the sweep plans for the seeds must have fin
 - one class: the run's numerics class is the class of every study run of its seed already in runs/ (the seed's
   first arm, the study itself, lands against nothing);
 - nothing overwritten: no run folder of that name is in runs/ yet.
+- with --repro (a host that joined the class by its ISA variables, plan.md amendment 3): repro.py's record shows
+  the seed's w64_ref24 and w128_ref24 reproduced bit for bit in that class.
 ckpt.pt stays behind. A refusal is one line naming the run and the rule, and copies nothing.
 """
 
@@ -103,6 +105,26 @@ def check(sweep, planned, source, runs_dir, commits):
     return out
 
 
+def reproduced_seeds(record, label):
+    """The seeds the record shows reproduced at both widths (w64_ref24 and w128_ref24) in class `label`, every rerun
+    of the seed reproduced."""
+    by_seed = {}
+    for run_id, r in record["runs"].items():
+        seed = int(run_id.rsplit("-s", 1)[1])
+        by_seed.setdefault(seed, []).append((run_id.split("-")[1], r))
+    return {seed for seed, found in by_seed.items()
+            if all(r["reproduced"] and r["classes"][1] == label for _, r in found)
+            and {"w64_ref24", "w128_ref24"} <= {setting for setting, _ in found}}
+
+
+def check_reproduced(landing, record, name):
+    """Amendment 3: each landing seed reproduced, in the class its runs record, by the record `name`."""
+    for run, folder, label, _ in landing:
+        if run["seed"] not in reproduced_seeds(record, label):
+            raise LandError(f"{folder}: {name} does not show seed {run['seed']}'s w64_ref24 and w128_ref24 reproduced "
+                            f"bit for bit in {label} (plan.md amendment 3): it does not land")
+
+
 def land(landing, runs_dir):
     """Copy the runs' small files into runs_dir; the folders written."""
     written = []
@@ -125,6 +147,8 @@ def main():
     parser.add_argument("--commit", action="store_true", help="git add and commit what landed, one commit")
     parser.add_argument("--wait", action="store_true", help="first wait until every run of the seeds has result.json "
                         "(bench.sweep writes it when train.py ends), checking every minute")
+    parser.add_argument("--repro", default="", help="runs from a host that joined the class by its ISA variables "
+                        "(plan.md amendment 3): repro.py's record, which must show each seed reproduced at both widths")
     args = parser.parse_args()
     sweep = sweeps.load_sweep(args.sweep)
     planned = sweeps.only_seeds(sweeps.plan(sweep, args.source), args.seeds, sweep)
@@ -139,6 +163,8 @@ def main():
     try:
         p = plan_commit()
         landing = check(sweep, planned, args.source, args.runs, [p])
+        if args.repro:
+            check_reproduced(landing, read(args.repro), args.repro)
     except LandError as e:
         sys.exit(f"error: {e}")
     written = land(landing, args.runs)
@@ -146,6 +172,7 @@ def main():
     settings = list(dict.fromkeys(run["setting"] for run, *_ in landing))
     labels = sorted({label for _, _, label, _ in landing})
     matched = ", the class of each seed's study runs" if all(m for *_, m in landing) else ""
+    matched += f" (amendment 3: reproduced, {os.path.basename(args.repro)})" if args.repro else ""
     message = (f"width_alone {sweep['name']}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} whole, "
                f"{len(written)} runs ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
     for path in written:

@@ -1,0 +1,91 @@
+"""bench/studies/width_alone/repro.py and land.py --repro (plan.md amendment 3): a rerun reproduces its committed run
+only if every logged row is equal in every field but the clock's, in the same class, from P's clean tree; a seed's
+runs from a host that joined the class by its ISA variables land only when the record shows both widths reproduced.
+Fake run folders: no training run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.studies.width_alone import land, repro
+from conftest import ROOT
+
+P = land.plan_commit()
+AVX2 = {"device": "cpu", "host": "AMD EPYC", "cpu_capability": "AVX2", "dtype": "float32", "tf32": False,
+        "deterministic": False}
+ROWS = [{"iter": 0, "train_loss": 4.4244434356689455, "val_loss": 4.410616683959961, "time_s": 14.9},
+        {"iter": 10, "train_loss": 3.4234657287597656, "grad_norm": 0.7142568826675415, "ms_per_iter": 350.1,
+         "tokens_per_s": 11698.0, "mfu": 0.65}]
+
+
+def run_folder(path, rows=ROWS, numerics=AVX2, commit=P, dirty=False):
+    path.mkdir(parents=True)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "run_info.json").write_text(json.dumps({"git_commit": commit, "git_dirty": dirty, "numerics": numerics}))
+    (path / "train.log").write_text("log\n")
+    return str(path)
+
+
+def with_clock_changed(rows):
+    return [{k: (v * 2 if k in repro.CLOCK else v) for k, v in r.items()} for r in rows]
+
+
+def test_a_rerun_that_differs_only_in_its_clock_reproduces(tmp_path):
+    r = repro.compare(run_folder(tmp_path / "a"), run_folder(tmp_path / "b", with_clock_changed(ROWS)), [P])
+    assert r["reproduced"] and r["differing"] == 0 and r["rows"] == [2, 2] and r["provenance"] == "P, clean"
+
+
+@pytest.mark.parametrize("case, why", [
+    ("one bit of a gradient norm", lambda r: r["first_difference"] == {"row": 1, "fields": {"grad_norm": [
+        0.7142568826675415, 0.7144322991371155]}}),
+    ("a row missing", lambda r: r["rows"] == [2, 1] and r["first_difference"]["row"] == 1),
+    ("another class", lambda r: r["differing"] == 0 and r["classes"][1] == "cpu AMD EPYC AVX512, float32"),
+    ("a dirty tree", lambda r: r["differing"] == 0 and "not recorded clean" in r["provenance"][0]),
+])
+def test_a_rerun_that_differs_in_anything_but_the_clock_does_not_reproduce(tmp_path, case, why):
+    rows = [dict(r) for r in ROWS]
+    if case == "one bit of a gradient norm":
+        rows[1]["grad_norm"] = 0.7144322991371155
+    rerun = run_folder(tmp_path / "b", rows[:1] if case == "a row missing" else rows,
+                       numerics={**AVX2, "cpu_capability": "AVX512"} if case == "another class" else AVX2,
+                       dirty=case == "a dirty tree")
+    r = repro.compare(run_folder(tmp_path / "a"), rerun, [P])
+    assert not r["reproduced"] and why(r), r
+
+
+def record(entries):
+    """A repro record: {(setting, seed): reproduced}."""
+    label = "cpu AMD EPYC AVX2, float32"
+    return {"runs": {f"shakespeare_char_24comm-{setting}-s{seed}": {"reproduced": ok, "classes": [label, label]}
+                     for (setting, seed), ok in entries.items()}}
+
+
+def test_land_takes_only_the_seeds_reproduced_at_both_widths_in_the_runs_class():
+    rec = record({("w64_ref24", 612): True, ("w128_ref24", 612): True,  # both: lands
+                  ("w64_ref24", 613): True,  # one width only: refused
+                  ("w64_ref24", 614): True, ("w128_ref24", 614): False})  # a rerun differed: refused
+    assert land.reproduced_seeds(rec, "cpu AMD EPYC AVX2, float32") == {612}
+    assert land.reproduced_seeds(rec, "cpu AMD EPYC AVX512, float32") == set()  # the record's class, not another
+    landing = [({"seed": 612}, "f612", "cpu AMD EPYC AVX2, float32", True)]
+    land.check_reproduced(landing, rec, "r.json")
+    with pytest.raises(land.LandError, match=r"f613: r.json does not show seed 613's w64_ref24 and w128_ref24 reproduced"):
+        land.check_reproduced(landing + [({"seed": 613}, "f613", "cpu AMD EPYC AVX2, float32", True)], rec, "r.json")
+
+
+def test_the_command_writes_the_record_and_the_reruns_logs_beside_it(tmp_path):
+    run_id = "shakespeare_char_24comm-w64_ref24-s612"
+    run_folder(tmp_path / "runs" / run_id), run_folder(tmp_path / "rerun" / run_id, with_clock_changed(ROWS))
+    out = tmp_path / "repro" / "2026-12-08.json"
+    command = [sys.executable, "-m", "bench.studies.width_alone.repro", "--rerun", str(tmp_path / "rerun"),
+               "--runs", str(tmp_path / "runs"), "--json", str(out), "--variables", "ATEN_CPU_CAPABILITY=avx2", "--ids"]
+    done = subprocess.run(command + [run_id], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"{run_id}: reproduced (2 of 2 rows, 0 differ" in done.stdout
+    written = json.loads(out.read_text())
+    assert written["P"] == P and written["variables"] == "ATEN_CPU_CAPABILITY=avx2" and written["runs"][run_id]["reproduced"]
+    assert sorted(os.listdir(tmp_path / "repro" / "2026-12-08" / run_id)) == ["metrics.jsonl", "run_info.json", "train.log"]
+    missing = subprocess.run(command + ["shakespeare_char_24comm-w128_ref24-s612"], cwd=ROOT, capture_output=True, text=True)
+    assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "has no metrics.jsonl" in missing.stderr
