@@ -3,6 +3,7 @@ only if every logged row is equal in every field but the clock's, in the same cl
 runs from a host that joined the class by its ISA variables land only when the record shows both widths reproduced.
 Fake run folders: no training run."""
 
+import glob
 import json
 import os
 import subprocess
@@ -86,6 +87,27 @@ def test_the_command_writes_the_record_and_the_reruns_logs_beside_it(tmp_path):
     assert f"{run_id}: reproduced (2 of 2 rows, 0 differ" in done.stdout
     written = json.loads(out.read_text())
     assert written["P"] == P and written["variables"] == "ATEN_CPU_CAPABILITY=avx2" and written["runs"][run_id]["reproduced"]
-    assert sorted(os.listdir(tmp_path / "repro" / "2026-12-08" / run_id)) == ["metrics.jsonl", "run_info.json", "train.log"]
+    assert sorted(os.listdir(tmp_path / "repro" / "2026-12-08-reruns" / run_id)) == ["metrics.jsonl", "run_info.json", "train.log"]
     missing = subprocess.run(command + ["shakespeare_char_24comm-w128_ref24-s612"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "has no metrics.jsonl" in missing.stderr
+
+
+def test_the_committed_records_recompute_from_the_committed_logs():
+    """Each record under repro/ against its reruns' committed logs: repro.compare gives the record again, and a plain
+    loop over the two metrics.jsonl (every field but the clock's, line by line) agrees with its verdict."""
+    study = os.path.join(ROOT, "bench", "studies", "width_alone")
+    records = sorted(glob.glob(os.path.join(study, "repro", "*.json")))
+    assert records, "no record under repro/"
+    for path in records:
+        with open(path) as f:
+            rec = json.load(f)
+        assert rec["P"] == P
+        for run_id, r in rec["runs"].items():
+            committed, rerun = os.path.join(study, "runs", run_id), os.path.join(path[:-len(".json")] + "-reruns", run_id)
+            assert repro.compare(committed, rerun, [P]) == json.loads(json.dumps(r)), run_id
+            lines = []
+            for folder in (committed, rerun):
+                with open(os.path.join(folder, "metrics.jsonl")) as f:
+                    lines.append([{k: v for k, v in json.loads(x).items() if k not in ("time_s", "ms_per_iter", "tokens_per_s", "mfu")}
+                                  for x in f if x.strip()])
+            assert (lines[0] == lines[1]) == (r["differing"] == 0), run_id

@@ -204,7 +204,10 @@ def main():
                          for arm, (seeds, n) in here.items())
     print(f"# this class's whole study seeds: {', '.join(map(str, whole)) or 'none'}; a seed's H, F, H5, A64 and A128 run "
           f"only in its study runs' class (plan.md), so a host of this class may take: {may_take}")
-    idle = "nothing: its seeds' arms are done" if whole else "nothing: no study seed's runs are of this class"
+    idle = "nothing: its seeds' arms are done" if whole else (
+        "nothing: no study seed's runs are of this class (plan.md amendment 3: under ISA ceilings a host may join a "
+        "seed's class; `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python -m "
+        "bench.studies.width_alone.budget` says what it could then take, once repro.py shows it reproduces)")
     print(f"next for this class: {next_sweep(here) or idle}")
     if not cuts:
         print("fits: nothing is cut")

@@ -7,7 +7,7 @@ the clock's, both record the same numerics class, and the rerun passes the plan'
         --json bench/studies/width_alone/repro/2026-12-08.json --variables "ATEN_CPU_CAPABILITY=avx2 ..."
 
 The record ({id: verdict and first difference}, the variables, P) goes to --json, and each rerun's small files beside
-it (repro/<record's name>/<id>/), so anyone can recompute it. `land.py --repro <record>` reads it.
+it (repro/<record's name>-reruns/<id>/), so anyone can recompute it. `land.py --repro <record>` reads it.
 """
 
 if not __package__:  # run as `python bench/<tool>.py`: as the module it is (bench/_as_module.py)
@@ -73,7 +73,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(record, f, indent=1)
-    logs = os.path.splitext(args.json)[0]
+    logs = os.path.splitext(args.json)[0] + "-reruns"  # not the record's stem: render reads both by name
     for run_id in args.ids:  # the reruns' small files, so the record can be recomputed
         os.makedirs(os.path.join(logs, run_id), exist_ok=True)
         for name in KEPT:
