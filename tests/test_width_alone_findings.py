@@ -463,6 +463,9 @@ def test_the_budget_says_which_seeds_a_host_of_its_class_may_take_for_the_arms_a
     floor_next = budget.next_sweep({**here, "H": ([], 0)}, "/s")
     assert "WIDTH_ALONE_STATE=/s python -m bench.sweep /s/sweep_floor.py" in floor_next and floor_next.endswith("--seeds 600-601,612")
     assert budget.next_sweep({arm: ([], 0) for arm in here}) is None
+    ceilings = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "HOME": "/h"}  # amendment 3: they go along
+    assert budget.next_sweep(here, "/s", ceilings).startswith(
+        f"cd {budget.WORKTREE} && ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 WIDTH_ALONE_STATE=/s python")
     runs += [("H", 64, x, 1.0, 600, False)] * len(design.HORIZON)  # the eighth: no more horizon seeds, 600's H5 stays
     whole, here = budget.runnable_here(runs, x, {"64": None, "128": None})
     assert here["H"] == ([], 0) and here["H5"] == ([600], 1) and here["A64"] == ([600, 601, 612], None)

@@ -125,16 +125,21 @@ def runnable_here(runs, label, rates):
     return whole, out
 
 
-def next_sweep(here, study=STUDY):
+ISA_CEILINGS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")  # plan.md amendment 3
+
+
+def next_sweep(here, study=STUDY, environ=os.environ):
     """The command a host of this class runs next: the first arm, in the table's order, with runs left for its
-    seeds (runnable_here's), or None."""
+    seeds (runnable_here's), or None. Under ISA ceilings (amendment 3) the command carries them: the class this
+    host reports is theirs."""
     from bench.render import seeds as seed_ranges
+    ceilings = "".join(f"{k}={environ[k]} " for k in ISA_CEILINGS if environ.get(k))
     for arm, *_ in ARMS:
         seeds, left = here.get(arm, ([], 0))
         if seeds and left:
             name = SWEEPS[arm]
             path = os.path.join(study, name) if name == "sweep_floor.py" else f"bench/studies/width_alone/{name}"
-            return (f"cd {WORKTREE} && WIDTH_ALONE_STATE={study} python -m bench.sweep {path} --slots 2 --threads 1 "
+            return (f"cd {WORKTREE} && {ceilings}WIDTH_ALONE_STATE={study} python -m bench.sweep {path} --slots 2 --threads 1 "
                     f"--no_summary --seeds {seed_ranges(seeds).replace(' ', '')}")
     return None
 
