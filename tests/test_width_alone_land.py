@@ -161,3 +161,21 @@ def test_wait_stops_in_one_line_when_the_sweep_has_logged_nothing_for_too_long(a
     with pytest.raises(SystemExit, match=r"no run of width_alone_horizon_w64 has written its train.log for .* minutes"):
         land.main()
     assert sorted(os.listdir(runs)) == ["shakespeare_char_24comm-w64_ref24-s604"]  # nothing landed
+
+
+def test_runs_recorded_below_the_hosts_own_kernels_land_only_with_a_committed_repro_record(arm, tmp_path):
+    """Amendment 3, through the command: a run whose CPU kernel ISA is below what this host reaches ran under ISA
+    ceilings; without --repro it is refused, and a record not committed as it is does not let it land either."""
+    sweep, source, runs = arm
+    ceiled = {**AMD, "cpu_capability": "DEFAULT"}  # below any x86 host's own: ceilings, wherever this test runs
+    finish(sweep, source, 604, numerics=ceiled), study_run(runs, 604, ceiled)
+    (tmp_path / "r.json").write_text(json.dumps({"P": P, "variables": "", "runs": {}}))
+    command = [sys.executable, "-m", "bench.studies.width_alone.land", os.path.join(STUDY, "sweep_horizon_w64.py"),
+               "--from", str(source), "--runs", str(runs), "--seeds", "604"]
+    env = {**os.environ, "WIDTH_ALONE_STATE": str(tmp_path)}
+    bare = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bare.returncode == 1 and bare.stderr.strip().count("\n") == 0
+    assert "recorded DEFAULT kernels on a host whose kernels reach AVX" in bare.stderr and "only with --repro" in bare.stderr
+    loose = subprocess.run(command + ["--repro", str(tmp_path / "r.json")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert loose.returncode == 1 and "r.json: not committed as it is" in loose.stderr
+    assert sorted(os.listdir(runs)) == ["shakespeare_char_24comm-w64_ref24-s604"]  # nothing landed

@@ -57,23 +57,59 @@ def test_a_rerun_that_differs_in_anything_but_the_clock_does_not_reproduce(tmp_p
     assert not r["reproduced"] and why(r), r
 
 
-def record(entries):
-    """A repro record: {(setting, seed): reproduced}."""
+VARIABLES = "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2"
+
+
+def record(entries, folder=None, started="2026-12-08T01:00:00"):
+    """A repro record {(setting, seed): reproduced}, from P under all three ceilings; with folder, written there as
+    r.json with each rerun's run_info.json (its start) in r-reruns/."""
     label = "cpu AMD EPYC AVX2, float32"
-    return {"runs": {f"shakespeare_char_24comm-{setting}-s{seed}": {"reproduced": ok, "classes": [label, label]}
-                     for (setting, seed), ok in entries.items()}}
+    rec = {"P": P, "variables": VARIABLES, "runs": {f"shakespeare_char_24comm-{setting}-s{seed}": {
+        "reproduced": ok, "classes": [label, label]} for (setting, seed), ok in entries.items()}}
+    if folder:
+        for run_id in rec["runs"]:
+            (folder / "r-reruns" / run_id).mkdir(parents=True)
+            (folder / "r-reruns" / run_id / "run_info.json").write_text(json.dumps({"started": started}))
+        (folder / "r.json").write_text(json.dumps(rec))
+    return rec
 
 
-def test_land_takes_only_the_seeds_reproduced_at_both_widths_in_the_runs_class():
+def arm_run(folder, seed, started="2026-12-08T02:00:00"):
+    """One landing run of the seed, as land.check gives it."""
+    d = folder / f"f{seed}"
+    d.mkdir()
+    (d / "run_info.json").write_text(json.dumps({"started": started, "numerics": AVX2}))
+    return ({"seed": seed}, str(d), "cpu AMD EPYC AVX2, float32", True)
+
+
+def test_land_takes_only_the_seeds_reproduced_at_both_widths_in_the_runs_class(tmp_path):
     rec = record({("w64_ref24", 612): True, ("w128_ref24", 612): True,  # both: lands
                   ("w64_ref24", 613): True,  # one width only: refused
-                  ("w64_ref24", 614): True, ("w128_ref24", 614): False})  # a rerun differed: refused
+                  ("w64_ref24", 614): True, ("w128_ref24", 614): False}, tmp_path)  # a rerun differed: refused
+    name = str(tmp_path / "r.json")
     assert land.reproduced_seeds(rec, "cpu AMD EPYC AVX2, float32") == {612}
     assert land.reproduced_seeds(rec, "cpu AMD EPYC AVX512, float32") == set()  # the record's class, not another
-    landing = [({"seed": 612}, "f612", "cpu AMD EPYC AVX2, float32", True)]
-    land.check_reproduced(landing, rec, "r.json")
-    with pytest.raises(land.LandError, match=r"f613: r.json does not show seed 613's w64_ref24 and w128_ref24 reproduced"):
-        land.check_reproduced(landing + [({"seed": 613}, "f613", "cpu AMD EPYC AVX2, float32", True)], rec, "r.json")
+    landing = [arm_run(tmp_path, 612)]
+    land.check_reproduced(landing, rec, name, P)
+    with pytest.raises(land.LandError, match=r"f613: .*r.json does not show seed 613's w64_ref24 and w128_ref24 reproduced"):
+        land.check_reproduced(landing + [arm_run(tmp_path, 613)], rec, name, P)
+    with pytest.raises(land.LandError, match="its reruns ran at 8d2508d00000, not P"):
+        land.check_reproduced(landing, {**rec, "P": "8d2508d" + "0" * 33}, name, P)
+    with pytest.raises(land.LandError, match="its variables name no MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA"):
+        land.check_reproduced(landing, {**rec, "variables": "ATEN_CPU_CAPABILITY=avx2"}, name, P)
+    (tmp_path / "early").mkdir()
+    early = [arm_run(tmp_path / "early", 612, started="2026-12-08T00:30:00")]  # before its seed's reruns
+    with pytest.raises(land.LandError, match=r"started 2026-12-08T00:30:00, not after .*w\d+_ref24-s612's rerun"):
+        land.check_reproduced(early, rec, name, P)
+
+
+def test_runs_under_ceilings_land_only_with_a_committed_record(tmp_path):
+    landing = [arm_run(tmp_path, 612)]
+    assert land.under_ceilings(landing, "AVX512") == (landing[0][1], "AVX2")  # a host reaching more: ceilings
+    assert land.under_ceilings(landing, "AVX2") is None  # the host's own ISA: none
+    record({("w64_ref24", 612): True, ("w128_ref24", 612): True}, tmp_path)
+    with pytest.raises(land.LandError, match=r"r.json: not committed as it is"):
+        land.check_committed(str(tmp_path / "r.json"))
 
 
 def test_the_command_writes_the_record_and_the_reruns_logs_beside_it(tmp_path):
@@ -88,6 +124,9 @@ def test_the_command_writes_the_record_and_the_reruns_logs_beside_it(tmp_path):
     written = json.loads(out.read_text())
     assert written["P"] == P and written["variables"] == "ATEN_CPU_CAPABILITY=avx2" and written["runs"][run_id]["reproduced"]
     assert sorted(os.listdir(tmp_path / "repro" / "2026-12-08-reruns" / run_id)) == ["metrics.jsonl", "run_info.json", "train.log"]
+    again = subprocess.run(command + [run_id], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 1 and "exists: a record is never rewritten" in again.stderr  # landed runs name it
+    command[command.index(str(out))] = str(out.with_name("other.json"))
     missing = subprocess.run(command + ["shakespeare_char_24comm-w128_ref24-s612"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "has no metrics.jsonl" in missing.stderr
 

@@ -214,6 +214,10 @@ def main():
         "seed's class; `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python -m "
         "bench.studies.width_alone.budget` says what it could then take, once repro.py shows it reproduces)")
     print(f"next for this class: {next_sweep(here) or idle}")
+    ceilings = [k for k in ISA_CEILINGS if os.environ.get(k)]
+    if 0 < len(ceilings) < len(ISA_CEILINGS):  # MKL or oneDNN left at the host's own ISA: another arithmetic
+        print(f"warning: only {', '.join(ceilings)} of the ISA ceilings set: amendment 3 sets all three "
+              f"({', '.join(ISA_CEILINGS)})")
     if not cuts:
         print("fits: nothing is cut")
     else:

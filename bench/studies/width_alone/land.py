@@ -13,8 +13,11 @@ Before anything is copied, every run the sweep plans for the seeds must have fin
 - one class: the run's numerics class is the class of every study run of its seed already in runs/ (the seed's
   first arm, the study itself, lands against nothing);
 - nothing overwritten: no run folder of that name is in runs/ yet.
-- with --repro (a host that joined the class by its ISA variables, plan.md amendment 3): repro.py's record shows
-  the seed's w64_ref24 and w128_ref24 reproduced bit for bit in that class.
+- under ISA ceilings (plan.md amendment 3: the runs record a lower CPU kernel ISA than this host reaches, so land
+  runs on the host that ran them) only with --repro: repro.py's record, committed as it is, from P, naming all
+  three ceilings, shows the seed's w64_ref24 and w128_ref24 reproduced bit for bit in that class by reruns that
+  started before each run. (MKL and oneDNN leave no trace in a run: that the sweep had all three exported is the
+  session's to record, in sessions.md.)
 ckpt.pt stays behind. A refusal is one line naming the run and the rule, and copies nothing.
 """
 
@@ -31,13 +34,14 @@ import sys
 import time
 
 from bench import sweep as sweeps
-from bench.studies.width_alone.budget import arm_of
+from bench.studies.width_alone.budget import ISA_CEILINGS, arm_of
 from bench.studies.width_alone.family import provenance
 from bench.summary import class_label
 
 STUDY = os.path.dirname(os.path.abspath(__file__))
 KEPT = ("config.json", "metrics.jsonl", "result.json", "run_info.json", "train.log")  # all but ckpt.pt
 STUDY_SWEEP = "width_alone_study"  # the one arm that lands with no study run of its seed to match
+ISA_ORDER = ("DEFAULT", "AVX2", "AVX512")  # torch's x86 CPU kernel levels, lowest first
 STALLED_S = 1800  # --wait gives up when no run of the sweep has written its train.log for this long
 
 
@@ -117,12 +121,54 @@ def reproduced_seeds(record, label):
             and {"w64_ref24", "w128_ref24"} <= {setting for setting, _ in found}}
 
 
-def check_reproduced(landing, record, name):
-    """Amendment 3: each landing seed reproduced, in the class its runs record, by the record `name`."""
+def check_reproduced(landing, record, name, p):
+    """Amendment 3: each landing seed reproduced, in the class its runs record, by the record `name` (from P, under
+    all three ceilings), its reruns started before the run."""
+    missing = [k for k in ISA_CEILINGS if f"{k}=" not in record.get("variables", "")]
+    if record.get("P") != p or missing:
+        raise LandError(f"{name}: " + (f"its reruns ran at {str(record.get('P'))[:12]}, not P" if record.get("P") != p
+                                      else f"its variables name no {', '.join(missing)} (amendment 3 sets all three)"))
+    reruns = os.path.splitext(name)[0] + "-reruns"
     for run, folder, label, _ in landing:
         if run["seed"] not in reproduced_seeds(record, label):
             raise LandError(f"{folder}: {name} does not show seed {run['seed']}'s w64_ref24 and w128_ref24 reproduced "
                             f"bit for bit in {label} (plan.md amendment 3): it does not land")
+        started = read(os.path.join(folder, "run_info.json")).get("started", "")
+        for run_id in record["runs"]:
+            if run_id.endswith(f"-s{run['seed']}"):
+                first = read(os.path.join(reruns, run_id, "run_info.json")).get("started", "")
+                if not (first and started and first < started):
+                    raise LandError(f"{folder} started {started or 'at no recorded time'}, not after {run_id}'s rerun "
+                                    f"({first or 'no recorded start'}): the reruns come first (plan.md amendment 3)")
+
+
+def check_committed(path):
+    """The record is in git as it is on disk (amendment 3: committed before the seed's runs land)."""
+    here = os.path.dirname(os.path.abspath(path))
+    for step in (["git", "ls-files", "--error-unmatch", "--", path], ["git", "diff", "--quiet", "HEAD", "--", path]):
+        if subprocess.run(step, cwd=here, capture_output=True).returncode != 0:
+            raise LandError(f"{path}: not committed as it is (plan.md amendment 3: commit the record first)")
+
+
+def host_capability():
+    """The CPU kernel ISA torch reaches on this host with no ceiling set (asked in a child process, so a ceiling
+    exported here does not count)."""
+    env = {k: v for k, v in os.environ.items() if k not in ISA_CEILINGS}
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                         env=env, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def under_ceilings(landing, host):
+    """The first landing run recorded at a lower CPU kernel ISA than this host reaches (it ran under ISA ceilings,
+    amendment 3), as (folder, its ISA), or None."""
+    rank = {isa: i for i, isa in enumerate(ISA_ORDER)}
+    for _, folder, _, _ in landing:
+        n = read(os.path.join(folder, "run_info.json")).get("numerics") or {}
+        isa = n.get("cpu_capability")
+        if n.get("device") == "cpu" and isa in rank and host in rank and rank[isa] < rank[host]:
+            return folder, isa
+    return None
 
 
 def land(landing, runs_dir):
@@ -164,7 +210,11 @@ def main():
         p = plan_commit()
         landing = check(sweep, planned, args.source, args.runs, [p])
         if args.repro:
-            check_reproduced(landing, read(args.repro), args.repro)
+            check_committed(args.repro)
+            check_reproduced(landing, read(args.repro), args.repro, p)
+        elif ceiled := under_ceilings(landing, host_capability()):
+            raise LandError(f"{ceiled[0]} recorded {ceiled[1]} kernels on a host whose kernels reach "
+                            f"{host_capability()}: it ran under ISA ceilings and lands only with --repro (plan.md amendment 3)")
     except LandError as e:
         sys.exit(f"error: {e}")
     written = land(landing, args.runs)

@@ -62,6 +62,9 @@ def main():
         p = plan_commit()
     except LandError as e:
         sys.exit(f"error: {e}")
+    if os.path.exists(args.json):
+        sys.exit(f"error: {args.json} exists: a record is never rewritten (landed runs name it); give another --json")
+    args.ids = [os.path.basename(os.path.normpath(run_id)) for run_id in args.ids]  # a folder path names its run
     runs = {}
     for run_id in args.ids:
         committed, rerun = os.path.join(args.runs, run_id), os.path.join(args.rerun, run_id)
