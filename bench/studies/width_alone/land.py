@@ -144,8 +144,8 @@ def check_reproduced(landing, record, name, p):
 
 def check_committed(path):
     """The record is in git as it is on disk (amendment 3: committed before the seed's runs land)."""
-    here = os.path.dirname(os.path.abspath(path))
-    for step in (["git", "ls-files", "--error-unmatch", "--", path], ["git", "diff", "--quiet", "HEAD", "--", path]):
+    here, name = os.path.split(os.path.abspath(path))  # git reads paths from where it runs
+    for step in (["git", "ls-files", "--error-unmatch", "--", name], ["git", "diff", "--quiet", "HEAD", "--", name]):
         if subprocess.run(step, cwd=here, capture_output=True).returncode != 0:
             raise LandError(f"{path}: not committed as it is (plan.md amendment 3: commit the record first)")
 
