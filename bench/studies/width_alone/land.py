@@ -224,7 +224,7 @@ def main():
     matched = ", the class of each seed's study runs" if all(m for *_, m in landing) else ""
     matched += f" (amendment 3: reproduced, {os.path.basename(args.repro)})" if args.repro else ""
     message = (f"width_alone {sweep['name']}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} whole, "
-               f"{len(written)} runs ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
+               f"{len(written)} run{'s' if len(written) != 1 else ''} ({', '.join(settings)}), from the worktree at P={p[:7]}, {'; '.join(labels)}{matched}")
     for path in written:
         print(f"landed {path}")
     if args.commit:  # only these folders, whatever else is staged, in the checkout that holds them
