@@ -177,11 +177,16 @@ def land(landing, runs_dir):
     for run, folder, *_ in landing:
         target = os.path.join(runs_dir, run["id"])
         os.makedirs(target)
-        for name in KEPT:
-            if os.path.exists(os.path.join(folder, name)):
-                shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+        copy_kept(folder, target)
         written.append(target)
     return written
+
+
+def copy_kept(folder, target):
+    """A run's small files (KEPT: all but ckpt.pt) from folder into the existing target folder."""
+    for name in KEPT:
+        if os.path.exists(os.path.join(folder, name)):
+            shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
 
 
 def main():
@@ -212,9 +217,9 @@ def main():
         if args.repro:
             check_committed(args.repro)
             check_reproduced(landing, read(args.repro), args.repro, p)
-        elif ceiled := under_ceilings(landing, host_capability()):
+        elif ceiled := under_ceilings(landing, host := host_capability()):
             raise LandError(f"{ceiled[0]} recorded {ceiled[1]} kernels on a host whose kernels reach "
-                            f"{host_capability()}: it ran under ISA ceilings and lands only with --repro (plan.md amendment 3)")
+                            f"{host}: it ran under ISA ceilings and lands only with --repro (plan.md amendment 3)")
     except LandError as e:
         sys.exit(f"error: {e}")
     written = land(landing, args.runs)

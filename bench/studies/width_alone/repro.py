@@ -16,11 +16,10 @@ if not __package__:  # run as `python bench/<tool>.py`: as the module it is (ben
 import argparse
 import json
 import os
-import shutil
 import sys
 
 from bench.studies.width_alone.family import provenance
-from bench.studies.width_alone.land import KEPT, STUDY, LandError, plan_commit
+from bench.studies.width_alone.land import STUDY, LandError, copy_kept, plan_commit
 from bench.summary import class_label
 
 CLOCK = ("time_s", "ms_per_iter", "tokens_per_s", "mfu")  # how long a row took: a machine's own, not its arithmetic
@@ -79,9 +78,7 @@ def main():
     logs = os.path.splitext(args.json)[0] + "-reruns"  # not the record's stem: render reads both by name
     for run_id in args.ids:  # the reruns' small files, so the record can be recomputed
         os.makedirs(os.path.join(logs, run_id), exist_ok=True)
-        for name in KEPT:
-            if os.path.exists(os.path.join(args.rerun, run_id, name)):
-                shutil.copy2(os.path.join(args.rerun, run_id, name), os.path.join(logs, run_id, name))
+        copy_kept(os.path.join(args.rerun, run_id), os.path.join(logs, run_id))
     for run_id, r in runs.items():
         print(f"{run_id}: {'reproduced' if r['reproduced'] else 'NOT reproduced'} ({r['rows'][1]} of {r['rows'][0]} rows, "
               f"{r['differing']} differ; {r['classes'][1]}; {r['provenance']})")
